@@ -1,0 +1,69 @@
+"""Env-steps/s of the same task at each layer: raw simulator stepping, ``env.step``, and the vector adapter.
+
+"Raw" is the task's ``raw_step(action)`` (apply the action and advance the simulator; no observation, no reward):
+the physical limit on this machine. The other layers are judged as ratios against it, measured side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robo_safe_rl.bench.timing import interleaved_rates
+from robo_safe_rl.env.vec_adapter import GymVecEnv
+
+
+def bench_env_layers(env_id: str, steps: int = 2000, repeats: int = 5, num_envs: int = 16) -> dict[str, Any]:
+    """Measure raw stepping, the env's ``step()`` and the adapter on ``env_id`` (one process, one core).
+
+    Args:
+        env_id: Registered gymnasium id whose unwrapped env has ``raw_step(action)``.
+        steps: Env steps per measurement (the adapter does ``steps // num_envs`` vector steps).
+        repeats: Interleaved rounds; medians are reported.
+        num_envs: Envs in the adapter.
+
+    Returns:
+        ``rates`` (env-steps/s per layer) and ``ratios`` against raw stepping.
+    """
+    rng = np.random.default_rng(0)
+    single = gym.make(env_id, disable_env_checker=True).unwrapped
+    single.reset(seed=0)
+    actions = rng.uniform(-1.0, 1.0, size=(steps, single.action_space.shape[0])).astype(np.float32)
+    vec = GymVecEnv([gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)], seed=0)
+    vec_actions = torch.from_numpy(actions[: max(steps // num_envs, 1)]).unsqueeze(1).expand(-1, num_envs, -1)
+
+    def raw() -> int:
+        single.reset(seed=1)
+        for a in actions:
+            single.raw_step(a)
+        return steps
+
+    def env_step() -> int:
+        single.reset(seed=1)
+        for a in actions:
+            _, _, terminated, truncated, _ = single.step(a)
+            if terminated or truncated:
+                single.reset()
+        return steps
+
+    def adapter() -> int:
+        for a in vec_actions:
+            vec.step(a)
+        return vec_actions.shape[0] * num_envs
+
+    try:
+        rates = interleaved_rates({"raw": raw, "env_step": env_step, "adapter": adapter}, repeats)
+    finally:
+        single.close()
+        vec.close()
+    return {
+        "env_id": env_id,
+        "steps": steps,
+        "repeats": repeats,
+        "num_envs": num_envs,
+        "rates": rates,
+        "ratios": {name: rate / rates["raw"] for name, rate in rates.items()},
+    }

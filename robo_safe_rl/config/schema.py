@@ -1,0 +1,207 @@
+"""Typed schemas of the training configuration, registered with Hydra's ConfigStore.
+
+The YAML files in ``configs/`` only choose and set values; every key and its default is defined and documented here.
+A typo fails at composition (structured configs are closed), a value out of range fails in ``__post_init__`` when
+the config is converted with ``OmegaConf.to_object`` -- the first thing the training entry does, before anything is
+built. rsl-rl's own names pass through unchanged (``clip_param``, ``lam``, ``desired_kl``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from omegaconf import MISSING
+
+from robo_safe_rl.config.grad_guard import GradFaultConfig, GradGuardConfig
+from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
+from robo_safe_rl.errors import ConfigError
+
+
+def require(ok: bool, key: str, value: Any, expected: str) -> None:
+    """Raise :class:`ConfigError` naming ``key``, its ``value`` and what was ``expected`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"invalid config value {key}={value!r}: expected {expected}")
+
+
+def _positive_int(key: str, value: Any) -> None:
+    require(isinstance(value, int) and value > 0, key, value, "an integer > 0")
+
+
+def _finite_in(key: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > low if low_open else value >= low)
+    ok = ok and value <= high
+    bracket = "(" if low_open else "["
+    require(ok, key, value, f"a finite number in {bracket}{low}, {high}]")
+
+
+class Schedule(Enum):
+    """rsl-rl's learning-rate schedule."""
+
+    adaptive = "adaptive"  # adapt the lr after every mini-batch to keep the KL near desired_kl
+    fixed = "fixed"
+
+
+class StdType(Enum):
+    """How the Gaussian policy parameterises its action std (rsl-rl's ``std_type``)."""
+
+    scalar = "scalar"
+    log = "log"
+
+
+@dataclass
+class TaskConfig:
+    """Which environment to train on and how many copies of it."""
+
+    name: str = MISSING
+    """Short task name, used for the experiment folder (``ant``)."""
+    env_id: str = MISSING
+    """Gymnasium id of the task (``RoboSafe/Ant-v0``); the tool imports ``envs`` so the id is registered."""
+    num_envs: int = 16
+    """Environments stepped in lock-step (in-process). Each is one PyBullet client."""
+    max_episode_steps: int | None = None
+    """Time limit in env steps; ``None`` keeps the task's registered limit (1000 for Ant)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for ``gymnasium.make``."""
+
+    def __post_init__(self) -> None:
+        _positive_int("task.num_envs", self.num_envs)
+        if self.max_episode_steps is not None:
+            _positive_int("task.max_episode_steps", self.max_episode_steps)
+
+
+@dataclass
+class AlgoConfig:
+    """PPO hyperparameters (rsl-rl names) and the actor-critic networks. Defaults are rsl-rl / Isaac Lab's."""
+
+    learning_rate: float = 1.0e-3
+    """Adam learning rate (the starting value under the adaptive schedule)."""
+    schedule: Schedule = Schedule.adaptive
+    desired_kl: float | None = 0.01
+    """Target KL per mini-batch for the adaptive schedule."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip, applied to actor and critic separately."""
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    clip_param: float = 0.2
+    gamma: float = 0.99
+    lam: float = 0.95
+    value_loss_coef: float = 1.0
+    entropy_coef: float = 0.01
+    use_clipped_value_loss: bool = True
+    normalize_advantage_per_mini_batch: bool = False
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 128, 128])
+    critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 128, 128])
+    activation: str = "elu"
+    init_std: float = 1.0
+    """Initial action std of the Gaussian policy."""
+    std_type: StdType = StdType.scalar
+    std_min: float = 1.0e-6
+    """Lower bound of the action std (rsl-rl's ``std_range[0]``)."""
+    std_max: float = 1.0e6
+    obs_normalization: bool = False
+    """Running mean/std normalisation of actor and critic inputs (rsl-rl's ``EmpiricalNormalization``)."""
+
+    def __post_init__(self) -> None:
+        _finite_in("algo.learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
+        if self.desired_kl is not None:
+            _finite_in("algo.desired_kl", self.desired_kl, 0.0, 10.0, low_open=True)
+        require(
+            self.schedule is not Schedule.adaptive or self.desired_kl is not None,
+            "algo.desired_kl",
+            self.desired_kl,
+            "a number when algo.schedule=adaptive",
+        )
+        _finite_in("algo.max_grad_norm", self.max_grad_norm, 0.0, 1.0e6, low_open=True)
+        _positive_int("algo.num_learning_epochs", self.num_learning_epochs)
+        _positive_int("algo.num_mini_batches", self.num_mini_batches)
+        _finite_in("algo.clip_param", self.clip_param, 0.0, 1.0, low_open=True)
+        _finite_in("algo.gamma", self.gamma, 0.0, 1.0)
+        _finite_in("algo.lam", self.lam, 0.0, 1.0)
+        _finite_in("algo.value_loss_coef", self.value_loss_coef, 0.0, 1.0e3)
+        _finite_in("algo.entropy_coef", self.entropy_coef, 0.0, 1.0e3)
+        for key in ("actor_hidden_dims", "critic_hidden_dims"):
+            dims = getattr(self, key)
+            require(
+                len(dims) > 0 and all(isinstance(d, int) and d > 0 for d in dims),
+                f"algo.{key}",
+                dims,
+                "a non-empty list of positive layer widths",
+            )
+        _finite_in("algo.init_std", self.init_std, 0.0, 1.0e3, low_open=True)
+        _finite_in("algo.std_min", self.std_min, 0.0, 1.0e6, low_open=True)
+        _finite_in("algo.std_max", self.std_max, self.std_min, 1.0e6, low_open=True)
+
+
+@dataclass
+class RunnerConfig:
+    """The rollout/update loop (rsl-rl's runner settings)."""
+
+    num_steps_per_env: int = 24
+    """Env steps per env per iteration; a batch is num_envs x num_steps_per_env transitions."""
+    max_iterations: int = 200
+    save_interval: int = 50
+    """Write ``model_<iter>.pt`` every this many iterations (and at the end)."""
+    experiment_name: str = "${task.name}"
+    """Folder under ``logs/`` that groups the runs of one experiment."""
+    check_for_nan: bool = True
+    """rsl-rl's own check of env outputs (raises on NaN; SafeStep should have removed them first)."""
+
+    def __post_init__(self) -> None:
+        _positive_int("runner.num_steps_per_env", self.num_steps_per_env)
+        _positive_int("runner.max_iterations", self.max_iterations)
+        _positive_int("runner.save_interval", self.save_interval)
+        require(bool(self.experiment_name), "runner.experiment_name", self.experiment_name, "a non-empty name")
+
+
+@dataclass
+class SafetyConfig:
+    """Where each fault is caught (see DESIGN.md's safety model)."""
+
+    grad_guard: GradGuardConfig = field(default_factory=GradGuardConfig)
+    step: SafeStepConfig = field(default_factory=SafeStepConfig)
+
+
+@dataclass
+class FaultsConfig:
+    """Fire-drill fault injection, off by default, grouped by where the fault enters."""
+
+    grad: GradFaultConfig = field(default_factory=GradFaultConfig)
+    env: EnvFaultConfig = field(default_factory=EnvFaultConfig)
+
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+@dataclass
+class TrainConfig:
+    """The root of ``configs/train.yaml``."""
+
+    task: TaskConfig = field(default_factory=TaskConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
+    seed: int = 1
+    """Seeds torch, numpy and the env resets (env i of rank r gets seed + 1000 r + i)."""
+    device: str = "auto"
+    """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; under torchrun, CUDA ranks use
+    ``cuda:LOCAL_RANK`` and CPU ranks use gloo."""
+    run_dir: str = MISSING
+    """Where this run writes everything (checkpoints, events, config.yaml, incidents/, summary.json)."""
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+        require(bool(_DEVICE.match(self.device)), "device", self.device, "one of auto, cpu, cuda, cuda:N")
+        require(bool(self.run_dir), "run_dir", self.run_dir, "a directory path")
+
+
+def register_configs() -> None:
+    """Register the schemas with Hydra's ConfigStore (``train.yaml`` starts from ``train_schema``)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)

@@ -1,0 +1,176 @@
+"""The training entry: Hydra config in, run directory with checkpoints, events and ``summary.json`` out.
+
+``tools/train.py`` calls :func:`run` from its ``@hydra.main``; tests and scripts call :func:`main` with Hydra
+override strings, which composes the same ``configs/train.yaml`` through Hydra's compose API. Both end in
+:func:`train`.
+
+Exit codes: 0 the run completed; 1 the run was stopped by a safety error (the guard in ``raise`` mode, a failed
+recovery); 2 the configuration was invalid (nothing was built or written).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from robo_safe_rl.config.schema import TrainConfig, register_configs
+from robo_safe_rl.errors import ConfigError, RoboSafeRLError
+from robo_safe_rl.training.env_builder import build_vec_env
+from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
+from robo_safe_rl.training.runner import SafeRunner
+from robo_safe_rl.training.summary import write_summary
+
+log = logging.getLogger(__name__)
+
+#: ``configs/`` of the repository (the package is installed editable, beside it).
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def resolve_device(spec: str) -> str:
+    """Turn ``auto`` into ``cuda`` or ``cpu``; under torchrun a CUDA rank gets ``cuda:LOCAL_RANK``.
+
+    Raises:
+        ConfigError: If CUDA is asked for but not available.
+    """
+    if spec == "auto":
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
+    if spec.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"invalid config value device={spec!r}: CUDA is not available here; use device=cpu")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        if spec == "cuda":
+            return "cuda:0"
+    return spec
+
+
+def to_train_config(node: DictConfig) -> TrainConfig:
+    """Convert a composed config to the typed schema, running every range check.
+
+    Raises:
+        ConfigError: Naming the key and the reason, for an unknown key, a wrong type or a value out of range.
+    """
+    try:
+        cfg = OmegaConf.to_object(node)
+    except ConfigError:
+        raise
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None) or "?"
+        raise ConfigError(f"invalid config at key '{key}': {str(err).splitlines()[0]}") from err
+    if not isinstance(cfg, TrainConfig):
+        raise ConfigError(f"the config root must follow TrainConfig (train_schema), got {type(cfg).__name__}")
+    return cfg
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch (the env resets are seeded separately, per env)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train PPO as configured and return the run summary (also written to ``run_dir/summary.json``).
+
+    Args:
+        cfg: The validated configuration.
+        resolved: The resolved config as plain data, written to ``run_dir/config.yaml``.
+
+    Raises:
+        RoboSafeRLError: When the run is stopped by a safety error; ``summary.json`` is written first.
+    """
+    rank = int(os.environ.get("RANK", "0"))
+    device = resolve_device(cfg.device)
+    run_dir = Path(cfg.run_dir)
+    if rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if resolved is not None:
+            (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    # Every rank explores differently; rank 0's weights are broadcast to the others before the first update.
+    seed_everything(cfg.seed + 1000 * rank)
+    started = time.monotonic()
+    vec_env = build_vec_env(cfg, run_dir=str(run_dir), rank=rank)
+    runner: SafeRunner | None = None
+    error: BaseException | None = None
+    try:
+        runner = SafeRunner(
+            vec_env,
+            build_rsl_rl_cfg(cfg, str(run_dir)),
+            log_dir=str(run_dir) if rank == 0 else None,
+            device=device,
+            env_counters=vec_env.safety_counters,
+            env_faults=vec_env.faults_injected,
+            on_iteration_end=vec_env.set_iteration,
+        )
+        runner.learn(num_learning_iterations=cfg.runner.max_iterations)
+    except BaseException as err:
+        error = err
+        raise
+    finally:
+        summary = write_summary(
+            run_dir,
+            runner,
+            num_envs=vec_env.num_envs,
+            steps_per_env=cfg.runner.num_steps_per_env,
+            wall_s=time.monotonic() - started,
+            device=device,
+            error=error,
+            write=rank == 0,
+        )
+        vec_env.close()
+        if runner is not None and runner.is_distributed and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    return summary
+
+
+def run(node: DictConfig) -> int:
+    """Validate ``node``, train, and return the exit code (the ``@hydra.main`` body of ``tools/train.py``)."""
+    try:
+        cfg = to_train_config(node)
+        resolved = OmegaConf.to_container(node, resolve=True)
+    except ConfigError as err:
+        print(f"train: {err}", file=sys.stderr)
+        return 2
+    try:
+        summary = train(cfg, resolved)
+    except ConfigError as err:
+        print(f"train: {err}", file=sys.stderr)
+        return 2
+    except RoboSafeRLError as err:
+        print(f"train: stopped: {err}", file=sys.stderr)
+        return 1
+    log.info("run finished: %s", json.dumps({k: summary[k] for k in ("iterations", "env_steps", "return_last")}))
+    return 0
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """Compose ``configs/train.yaml`` with Hydra override strings, as ``tools/train.py`` would."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return hydra_compose(config_name="train", overrides=list(overrides))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train from Hydra override strings (``["task=ant", "runner.max_iterations=5"]``); returns the exit code."""
+    from hydra.errors import HydraException
+
+    try:
+        node = compose(list(argv or []))
+    except (HydraException, OmegaConfBaseException) as err:
+        print(f"train: invalid config: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    return run(node)

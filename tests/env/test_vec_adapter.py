@@ -1,0 +1,69 @@
+"""The rsl-rl vector adapter: shapes, dtypes, resets, time-outs and episode logs."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from robo_safe_rl.env.vec_adapter import GymVecEnv
+from robo_safe_rl.errors import ConfigError
+
+
+def make_pendulums(n: int, max_episode_steps: int = 200) -> list[gym.Env]:
+    return [gym.make("Pendulum-v1", max_episode_steps=max_episode_steps) for _ in range(n)]
+
+
+def test_shapes_and_dtypes() -> None:
+    vec = GymVecEnv(make_pendulums(3), seed=5)
+    obs = vec.get_observations()
+    assert isinstance(obs, TensorDict)
+    assert obs["policy"].shape == (3, 3) and obs["policy"].dtype == torch.float32
+    assert (vec.num_envs, vec.num_actions, vec.max_episode_length) == (3, 1, 200)
+    obs, rewards, dones, extras = vec.step(torch.zeros(3, 1))
+    assert obs["policy"].shape == (3, 3)
+    assert rewards.shape == (3,) and rewards.dtype == torch.float32
+    assert dones.shape == (3,) and dones.dtype == torch.long
+    assert extras["time_outs"].shape == (3,) and extras["time_outs"].dtype == torch.bool
+    assert extras["log"] == {}
+    vec.close()
+
+
+def test_first_observation_follows_the_seed() -> None:
+    # Pendulum's reset draws theta and theta_dot from np_random: the same seed gives the same start, env i uses seed+i.
+    a = GymVecEnv(make_pendulums(2), seed=11).get_observations()["policy"]
+    b = GymVecEnv(make_pendulums(2), seed=11).get_observations()["policy"]
+    single, _ = gym.make("Pendulum-v1").reset(seed=12)
+    assert torch.equal(a, b)
+    np.testing.assert_array_equal(a[1].numpy(), single.astype(np.float32))
+
+
+def test_truncation_is_a_time_out_with_episode_log() -> None:
+    vec = GymVecEnv(make_pendulums(2, max_episode_steps=3), seed=0)
+    # The logged return of an episode is the sum of the rewards the adapter returned during it.
+    expected = torch.zeros(2)
+    for _ in range(3):
+        _, rewards, dones, extras = vec.step(torch.zeros(2, 1))
+        expected += rewards
+    assert dones.tolist() == [1, 1]
+    assert extras["time_outs"].tolist() == [True, True]
+    torch.testing.assert_close(extras["log"]["Episode/return"], expected, rtol=0, atol=1e-5)
+    assert extras["log"]["Episode/length"].tolist() == [3.0, 3.0]
+    assert vec.episode_length_buf.tolist() == [0, 0]
+    # After the automatic reset the next step starts a new episode.
+    _, _, dones, extras = vec.step(torch.zeros(2, 1))
+    assert dones.tolist() == [0, 0] and vec.episode_length_buf.tolist() == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("envs", "message"),
+    [
+        ([], "at least one env"),
+        ([gym.make("CartPole-v1")], "flat Box action space"),
+    ],
+)
+def test_rejects_unusable_envs(envs: list[gym.Env], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        GymVecEnv(envs)

@@ -1,0 +1,28 @@
+"""Train a locomotion policy with PPO: `python tools/train.py task=ant algo=ppo runner.max_iterations=200 seed=3`.
+
+Any key of configs/train.yaml can be overridden on the command line (Hydra syntax); see README.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+import envs  # noqa: F401  (registers the tasks' gymnasium ids)
+from robo_safe_rl.config.schema import register_configs
+from robo_safe_rl.training.train import run
+
+register_configs()
+
+
+@hydra.main(config_path="../configs", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    code = run(cfg)
+    if code:
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
