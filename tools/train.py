@@ -15,14 +15,22 @@ from robo_safe_rl.config.schema import register_configs
 from robo_safe_rl.training.train import run
 
 register_configs()
+_composed = False
 
 
 @hydra.main(config_path="../configs", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    global _composed
+    _composed = True
     code = run(cfg)
     if code:
         sys.exit(code)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit as stop:
+        # Hydra reports its own composition errors (unknown key, bad type, unknown preset) and exits 1; an invalid
+        # configuration is exit code 2 everywhere else, and 1 means a run stopped by a safety error.
+        sys.exit(2 if stop.code == 1 and not _composed else stop.code)

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from robo_safe_rl.config.grad_guard import GradFaultConfig, GradGuardConfig
+from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 from robo_safe_rl.errors import ConfigError
 
@@ -161,7 +161,7 @@ class RunnerConfig:
 class SafetyConfig:
     """Where each fault is caught (see DESIGN.md's safety model)."""
 
-    grad_guard: GradGuardConfig = field(default_factory=GradGuardConfig)
+    grad_guard: GradGuardCfg = field(default_factory=GradGuardCfg)
     step: SafeStepConfig = field(default_factory=SafeStepConfig)
 
 
@@ -169,7 +169,7 @@ class SafetyConfig:
 class FaultsConfig:
     """Fire-drill fault injection, off by default, grouped by where the fault enters."""
 
-    grad: GradFaultConfig = field(default_factory=GradFaultConfig)
+    grad: GradFaultCfg = field(default_factory=GradFaultCfg)
     env: EnvFaultConfig = field(default_factory=EnvFaultConfig)
 
 

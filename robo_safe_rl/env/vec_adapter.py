@@ -68,6 +68,8 @@ class GymVecEnv(VecEnv):
         self.device = device
         self.cfg = cfg if cfg is not None else {}
         self.recorder = recorder
+        if recorder is not None:
+            recorder.set_context(iteration=0, global_step=0)
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
         self._episode_return = np.zeros(self.num_envs, dtype=np.float64)
         self._obs = np.stack(
@@ -106,6 +108,8 @@ class GymVecEnv(VecEnv):
                 ob, _ = env.reset()
             obs[i] = ob
         self._obs = obs
+        if self.recorder is not None:
+            self.recorder.advance(self.num_envs)
         log: dict[str, torch.Tensor] = {}
         if finished_returns:
             log["Episode/return"] = torch.tensor(finished_returns)
@@ -125,7 +129,7 @@ class GymVecEnv(VecEnv):
     def set_iteration(self, iteration: int) -> None:
         """Tell the incident recorder (if any) that the next rollout belongs to iteration ``iteration + 1``."""
         if self.recorder is not None:
-            self.recorder.set_iteration(iteration + 1)
+            self.recorder.set_context(iteration=iteration + 1)
 
     def close(self) -> None:
         """Close every env (frees their physics clients)."""

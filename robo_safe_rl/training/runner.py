@@ -14,6 +14,7 @@ What changes against rsl-rl (the rollout/update loop itself is rsl-rl's, unchang
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,6 @@ from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
 from robo_safe_rl.checkpoint.io import save_checkpoint_if_finite
-from robo_safe_rl.training.distributed import init_distributed
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,11 @@ class SafeRunner(OnPolicyRunner):
 
     def _configure_multi_gpu(self) -> None:
         """Set up torch.distributed under torchrun: NCCL for CUDA ranks, gloo for CPU ranks."""
-        multi_gpu_cfg = init_distributed(self.device)
+        multi_gpu_cfg = None
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            from robo_safe_rl.training.distributed import init_distributed
+
+            multi_gpu_cfg = init_distributed(self.device)
         self.cfg["multi_gpu"] = multi_gpu_cfg
         self.is_distributed = multi_gpu_cfg is not None
         if multi_gpu_cfg is None:

@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from robo_safe_rl.config.schema import TrainConfig, register_configs
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
-from robo_safe_rl.training.env_builder import build_vec_env
+from robo_safe_rl.training.env_builder import build_vec_env, check_task_registered
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import SafeRunner
 from robo_safe_rl.training.summary import write_summary
@@ -67,7 +67,7 @@ def to_train_config(node: DictConfig) -> TrainConfig:
         raise
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", None) or "?"
-        raise ConfigError(f"invalid config at key '{key}': {str(err).splitlines()[0]}") from err
+        raise ConfigError(f"invalid config at key '{key}': {_one_line(err)}") from err
     if not isinstance(cfg, TrainConfig):
         raise ConfigError(f"the config root must follow TrainConfig (train_schema), got {type(cfg).__name__}")
     return cfg
@@ -92,6 +92,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     """
     rank = int(os.environ.get("RANK", "0"))
     device = resolve_device(cfg.device)
+    check_task_registered(cfg)
     run_dir = Path(cfg.run_dir)
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -113,6 +114,8 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
             env_faults=vec_env.faults_injected,
             on_iteration_end=vec_env.set_iteration,
         )
+        # rsl-rl records the git state of rsl_rl's checkout; ours is the one that explains a run.
+        runner.add_git_repo_to_log(str(Path(__file__).resolve()))
         runner.learn(num_learning_iterations=cfg.runner.max_iterations)
     except BaseException as err:
         error = err
@@ -171,6 +174,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         node = compose(list(argv or []))
     except (HydraException, OmegaConfBaseException) as err:
-        print(f"train: invalid config: {str(err).splitlines()[0]}", file=sys.stderr)
+        print(f"train: invalid config: {_one_line(err)}", file=sys.stderr)
         return 2
     return run(node)
+
+
+def _one_line(err: BaseException) -> str:
+    """Hydra's and OmegaConf's multi-line messages (reason, cause, key) joined into one line, search paths left out."""
+    parts: list[str] = []
+    seen: BaseException | None = err
+    while seen is not None and len(parts) < 4:
+        text = str(seen).split("Config search path:")[0]
+        parts.extend(line.strip() for line in text.splitlines() if line.strip() and line.strip() not in parts)
+        seen = seen.__cause__
+    return " ".join(parts)

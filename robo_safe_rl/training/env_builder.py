@@ -1,0 +1,75 @@
+"""Build the vectorised, guarded envs of a run from its config.
+
+Per env ``i`` (outermost first)::
+
+    ActionFaultInjector   (only in a drill with faults.env.action_nonfinite > 0: a bad policy's action)
+    SafeStep              (safety.step; sanitises actions, catches physics errors, records incidents)
+    EnvFaultInjector      (only in a drill: physics errors, blow-ups, non-finite obs/reward from the task)
+    gymnasium.make(task.env_id)
+
+and the :class:`~robo_safe_rl.env.vec_adapter.GymVecEnv` over all of them. The library only knows the gymnasium
+id: ``tools/train.py`` imports ``envs``, which registers the tasks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+
+from robo_safe_rl.config.schema import TrainConfig
+from robo_safe_rl.env.faults import ActionFaultInjector, EnvFaultInjector
+from robo_safe_rl.env.incidents import IncidentRecorder
+from robo_safe_rl.env.safe_step import SafeStep
+from robo_safe_rl.env.vec_adapter import GymVecEnv
+from robo_safe_rl.errors import ConfigError
+
+
+def check_task_registered(cfg: TrainConfig) -> None:
+    """Fail before anything is built or written if ``task.env_id`` is not a registered gymnasium id.
+
+    Raises:
+        ConfigError: Naming ``task.env_id`` and the registered RoboSafe ids.
+    """
+    try:
+        gym.spec(cfg.task.env_id)
+    except gym.error.Error as err:
+        ours = sorted(k for k in gym.registry if k.startswith("RoboSafe/"))
+        raise ConfigError(
+            f"invalid config value task.env_id={cfg.task.env_id!r}: {err} Registered RoboSafe tasks: {ours} "
+            "(tasks are registered by `import envs`, which tools/train.py does)"
+        ) from err
+
+
+def make_task_env(cfg: TrainConfig) -> gym.Env:
+    """``gymnasium.make`` the task, with the configured time limit (the id must be registered)."""
+    kwargs = dict(cfg.task.env_kwargs)
+    if cfg.task.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = cfg.task.max_episode_steps
+    # The passive checker only looks at the first step; the adapter checks spaces itself.
+    return gym.make(cfg.task.env_id, disable_env_checker=True, **kwargs)
+
+
+def build_vec_env(cfg: TrainConfig, run_dir: str, rank: int = 0) -> GymVecEnv:
+    """Build ``task.num_envs`` guarded envs and their rsl-rl adapter (env i of rank r reset with seed + 1000 r + i).
+
+    Incidents go to ``run_dir/incidents`` (``incidents_rank<r>`` for ranks other than 0).
+    """
+    check_task_registered(cfg)
+    faults = cfg.faults.env
+    recorder = None
+    if cfg.safety.step.enabled:
+        folder = "incidents" if rank == 0 else f"incidents_rank{rank}"
+        recorder = IncidentRecorder.from_config(Path(run_dir) / folder, cfg.safety.step)
+    envs: list[gym.Env] = []
+    for i in range(cfg.task.num_envs):
+        index = 1000 * rank + i
+        env = make_task_env(cfg)
+        if faults.env_enabled:
+            env = EnvFaultInjector(env, faults, env_index=index)
+        if cfg.safety.step.enabled:
+            env = SafeStep(env, cfg.safety.step, env_index=index, recorder=recorder)
+        if faults.action_enabled:
+            env = ActionFaultInjector(env, faults, env_index=index)
+        envs.append(env)
+    return GymVecEnv(envs, seed=cfg.seed + 1000 * rank, cfg={"task": cfg.task.name}, recorder=recorder)

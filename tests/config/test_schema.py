@@ -1,0 +1,84 @@
+"""Config validation: a typo or an out-of-range value fails before anything is built, naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from robo_safe_rl.config.schema import AlgoConfig, TrainConfig
+from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.training.train import compose, main, to_train_config
+
+
+def test_defaults_compose_to_the_documented_values(tmp_path: Path) -> None:
+    cfg = to_train_config(compose([f"run_dir={tmp_path}"]))
+    assert isinstance(cfg, TrainConfig)
+    assert (cfg.task.name, cfg.task.env_id, cfg.task.num_envs) == ("ant", "RoboSafe/Ant-v0", 16)
+    # rsl-rl / Isaac Lab locomotion defaults, as the ppo preset promises.
+    algo = cfg.algo
+    assert (algo.learning_rate, algo.schedule.value, algo.desired_kl, algo.max_grad_norm) == (
+        1e-3,
+        "adaptive",
+        0.01,
+        1.0,
+    )
+    assert (algo.num_learning_epochs, algo.num_mini_batches, algo.clip_param) == (5, 4, 0.2)
+    assert (algo.gamma, algo.lam, algo.entropy_coef) == (0.99, 0.95, 0.01)
+    assert cfg.runner.experiment_name == "ant"
+    assert cfg.safety.grad_guard.mode.name == "skip"
+    assert not cfg.faults.env.enabled and not cfg.faults.grad.enabled
+
+
+def test_default_run_dir_is_under_logs_experiment() -> None:
+    cfg = to_train_config(compose(["runner.experiment_name=probe"]))
+    parts = Path(cfg.run_dir).parts
+    assert parts[:2] == ("logs", "probe") and len(parts) == 3
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("task.num_envs=0", "task.num_envs"),
+        ("algo.learning_rate=-1e-3", "algo.learning_rate"),
+        ("algo.gamma=1.5", "algo.gamma"),
+        ("algo.desired_kl=0", "algo.desired_kl"),
+        ("algo.actor_hidden_dims=[]", "algo.actor_hidden_dims"),
+        ("runner.max_iterations=0", "runner.max_iterations"),
+        ("device=gpu", "device"),
+        ("faults.env.obs_nonfinite=2", "faults.env.obs_nonfinite"),
+        ("safety.step.penalty=5", "safety.step.penalty"),
+    ],
+)
+def test_invalid_values_exit_2_naming_the_key(
+    override: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    assert main([override, f"run_dir={run_dir}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert key in err and "expected" in err
+    assert not run_dir.exists()  # nothing was built or written
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("task.num_env=4", "num_env"),  # a typo of num_envs
+        ("algo.learning_rat=1e-3", "learning_rat"),
+        ("task.num_envs=many", "num_envs"),
+        ("algo=ppo_fast", "ppo_fast"),
+        ("safety.grad_guard.mode=sometimes", "sometimes"),
+    ],
+)
+def test_unknown_keys_and_bad_types_exit_2(override: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([override]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_schema_checks_hold_outside_hydra_too() -> None:
+    with pytest.raises(ConfigError, match=r"algo\.std_max=0\.5: expected a finite number in \(1\.0, "):
+        AlgoConfig(std_min=1.0, std_max=0.5)
+    with pytest.raises(ConfigError, match="algo.desired_kl=None: expected a number when algo.schedule=adaptive"):
+        AlgoConfig(desired_kl=None)
