@@ -117,7 +117,8 @@ def test_tool_exits_2_on_invalid_config(override: str, needle: str, tmp_path: Pa
     assert needle in done.stderr
     # Hydra may already have made the run directory for its own record; nothing of a run is written into it.
     never = tmp_path / "never"
-    assert not any(never.glob("*.pt")) and not (never / "config.yaml").exists() and not (never / "summary.json").exists()
+    assert not any(never.glob("*.pt"))
+    assert not (never / "config.yaml").exists() and not (never / "summary.json").exists()
 
 
 @pytest.mark.slow
