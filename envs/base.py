@@ -9,8 +9,12 @@ exactly, quirks included, so that returns compare with published pybullet_envs n
 - The "body" x, y used for the walk target's angle and distance (hence progress) is the mean over the robot's parts
   *and the floor*: the reference adds the ground plane to its parts dict, so the floor origin is one of the averaged
   points (22 points for the Ant, so progress is 21/22 of the mean robot part's speed towards the target).
+- Link positions are PyBullet's cached link transforms (``getLinkState`` without ``computeForwardKinematics``),
+  which lag the base by one substep after ``stepSimulation``; steady motion is unaffected, a step that starts a
+  motion sees 3/4 of it in the links.
 - Electricity and stall costs use the action as given, not the clipped one (the torques use the clipped one), and
-  the joint speeds scaled by 0.1 as in the observation (unclipped, float32).
+  the joint speeds scaled by 0.1 as in the observation (before its clipping to [-5, 5]). They are computed in
+  float64 where the reference multiplies float32 arrays (a difference of ~1e-7 relative).
 
 Deliberate differences from the reference:
 
@@ -23,15 +27,18 @@ Deliberate differences from the reference:
 - After a step left a non-finite state, ``reset()`` rebuilds the world first: PyBullet 3.2.7 cannot be reset in
   place after a NaN (see :meth:`LocomotionEnv.rebuild_simulation`).
 - Episodes are not time-limited here; the gymnasium registration adds ``TimeLimit``.
+- ``render()`` uses PyBullet's software renderer (ER_TINY_RENDERER), which works headless; the reference asks for
+  the OpenGL one. Same camera: 3 m from the torso, yaw 0, pitch -30 degrees, 60 degree field of view.
+- Each env owns one DIRECT client; the reference's default connect tries shared memory first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-import os
+import operator
 from abc import abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium
@@ -39,6 +46,8 @@ import numpy as np
 import pybullet
 
 from envs import physics
+from envs.spec import WalkerSpec
+from envs.state import StateQuery, check_limits, validate_state
 
 logger = logging.getLogger(__name__)
 
@@ -49,66 +58,6 @@ _AT_LIMIT = 0.99
 # WalkerBase scales velocities to make them roughly -1..+1: 0.3 for the base, 0.1 for the joints.
 _BASE_VEL_SCALE = 0.3
 _JOINT_VEL_SCALE = 0.1
-# Keys of get_sim_state() and their shapes; "n" is the number of motors, "f" the number of feet.
-_STATE_KEYS = (
-    "base_pos",
-    "base_orn",
-    "base_lin_vel",
-    "base_ang_vel",
-    "joint_pos",
-    "joint_vel",
-    "initial_z",
-    "potential",
-    "walk_target",
-    "feet_contact",
-    "feet_contact_obs",
-    "elapsed_steps",
-)
-
-
-@dataclass(frozen=True)
-class StateLimits:
-    """Bounds of a plausible state; :meth:`LocomotionEnv.check_state` reports anything outside.
-
-    Attributes:
-        base_height: (min, max) height of the base in m.
-        base_speed: Bound on the norm of the base's linear velocity in m/s.
-        base_angular_speed: Bound on the norm of the base's angular velocity in rad/s.
-        joint_speed: Bound on the absolute speed of each motor joint in rad/s.
-    """
-
-    base_height: tuple[float, float]
-    base_speed: float
-    base_angular_speed: float
-    joint_speed: float
-
-
-@dataclass(frozen=True)
-class WalkerSpec:
-    """What makes one locomotion task (the constants of a ``robot_locomotors.WalkerBase`` subclass).
-
-    Attributes:
-        mjcf_file: Robot file under pybullet_data's ``mjcf/`` folder.
-        foot_names: Links whose contact with the floor is observed, in observation order.
-        power: Torque scale of the robot (``WalkerBase.power``); torque = power * power_coef * clip(action).
-        limits: Plausible state bounds for :meth:`LocomotionEnv.check_state`.
-        power_coef: Per-joint torque scale in N m (``XmlBasedRobot.addToScene`` sets 100 for every joint). The
-            MJCF actuator gear is not used, as in the reference. Default 100.0.
-        electricity_cost: Weight of mean |action * 0.1 joint speed|. Default -2.0.
-        stall_torque_cost: Weight of mean action^2. Default -0.1.
-        joints_at_limit_cost: Weight of the number of joints at their limit. Default -0.1.
-        walk_target: (x, y) of the walk target in m; 1 km down the x axis. Default (1000.0, 0.0).
-    """
-
-    mjcf_file: str
-    foot_names: tuple[str, ...]
-    power: float
-    limits: StateLimits
-    power_coef: float = 100.0
-    electricity_cost: float = -2.0
-    stall_torque_cost: float = -0.1
-    joints_at_limit_cost: float = -0.1
-    walk_target: tuple[float, float] = (1e3, 0.0)
 
 
 class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
@@ -118,10 +67,10 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     the simulator protocol of the safety layer (``robo_safe_rl.env.protocol.SimulatedEnv``, by duck typing).
 
     Observation (float32, shape (8 + 2 n + f,) for n motors and f feet; 28 for the Ant), each entry clipped to
-    [-5, 5]: torso height minus its height at reset (m); sin and cos of the angle from the torso's heading to the
-    walk target; base linear velocity rotated into the yaw frame, times 0.3 (m/s); roll and pitch (rad); per motor
-    its position scaled to [-1, 1] between its limits and its speed times 0.1 (rad/s), interleaved; per foot 1.0 if
-    it touched the floor after the previous step.
+    [-5, 5]: torso height minus its height at reset (m); sin and cos of the angle from the torso's heading (yaw) to
+    the walk target as seen from the body centre; base linear velocity rotated into the yaw frame, times 0.3 (m/s);
+    roll and pitch (rad); per motor its position scaled to [-1, 1] between its limits and its speed times 0.1
+    (rad/s), interleaved; per foot 1.0 if it touched the floor after the previous step.
 
     Action (float32, shape (n,)): motor torques as fractions of ``power * power_coef``, clipped to [-1, 1].
 
@@ -157,7 +106,6 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self.render_height = render_height
         self.settings = settings if settings is not None else physics.PhysicsSettings()
         self._client = physics.NO_CLIENT
-        self._pid = os.getpid()
         self._build_world()
 
         n = len(self.action_names)
@@ -167,35 +115,32 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
 
         # torque = power * power_coef * clip(a): the product is formed first, as in WalkerBase.apply_action.
         self._torque_scale = self.walker.power * self.walker.power_coef
-        # Joint observation from the interleaved raw (position, velocity) pairs as (raw - offset) * scale:
-        # position -> 2 (q - mid) / (upper - lower), velocity -> 0.1 qdot.
-        mid = 0.5 * (self.joints.lower + self.joints.upper)
-        self._j_offset = np.stack([mid, np.zeros(n)], axis=1).ravel()
-        self._j_scale = np.stack([2.0 / (self.joints.upper - self.joints.lower), np.full(n, _JOINT_VEL_SCALE)], 1).ravel()
+        self._action_shape = self.action_space.shape
         self._target_x, self._target_y = self.walker.walk_target
-        self._inv_dt = 1.0 / self.settings.dt
+        self._dt = self.settings.dt
 
-        # Episode bookkeeping (set properly by reset()).
+        # Episode bookkeeping (set properly by reset()). Hot-path values are Python floats and lists: for arrays of
+        # 8 to 28 elements, numpy's per-call overhead costs more than the arithmetic.
         self._initial_z = 0.0
         self._potential = 0.0
         self._walk_target_dist = 0.0
         self._elapsed_steps = 0
-        self._feet_contact = np.zeros(len(self.walker.foot_names), dtype=np.float32)
-        self._feet_contact_obs = self._feet_contact.copy()
-        self._joint_speeds = np.zeros(n, dtype=np.float32)
-        self._joints_at_limit = 0
+        self._feet_contact = [0.0] * len(self.walker.foot_names)
+        self._feet_contact_shown = list(self._feet_contact)
+        self._joints: list[float] = [0.0] * (2 * n)
         self._pitch = 0.0
         self._state_finite = True
 
     # ------------------------------------------------------------------ world
     def _build_world(self) -> None:
         """Empty the world (or make a new client if ours is gone) and load floor and robot."""
-        start = pybullet.getSystemInfo if False else None  # noqa: F841  (placeholder removed below)
         if physics.is_connected(self._client):
             # resetSimulation deletes and recreates the dynamics world (broadphase included), which clears a NaN
-            # as a new client does, for a quarter of the cost (connect(DIRECT) alone takes ~8 ms).
+            # as a new client does (tested: the next episode is bitwise that of a fresh env), and costs nothing
+            # beyond reloading, where connect(DIRECT) costs 0.6 to 14 ms here depending on the allocator's state.
             pybullet.resetSimulation(physicsClientId=self._client)
         else:
+            physics.release_client(self._client, self._forget_client)
             self._client = physics.connect_direct()
             physics.claim_client(self._client, self._forget_client)
         c = self._client
@@ -205,6 +150,8 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self.joints = physics.find_motor_joints(c, self._robot)
         self.action_names: list[str] = list(self.joints.names)
         self._motor_ids = self.joints.indices
+        self._joint_mid = (0.5 * (self.joints.lower + self.joints.upper)).tolist()
+        self._joint_span = (self.joints.upper - self.joints.lower).tolist()
         feet = physics.find_links(c, self._robot, self.walker.foot_names)
         self._foot_slot = {link: i for i, link in enumerate(feet)}
         # Every link is a "part" in the reference's body-centre mean, plus the base and the floor.
@@ -216,7 +163,379 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         # so an episode does not depend on what ran before it.
         self._initial_state = pybullet.saveState(physicsClientId=c)
         self._state_finite = True
+        self._last_query: StateQuery | None = None
 
-    def _forget_client(self) -> None:
-        """Called when another env was handed our (dead) client id: never touch that world."""
-        self._client = physics.NO_CLIENT
+    def _forget_client(self, client: int) -> None:
+        """Called when another env was handed the (dead) client id ``client``: never touch that world."""
+        if self._client == client:
+            self._client = physics.NO_CLIENT
+
+    @property
+    def client_id(self) -> int:
+        """The PyBullet client id of this env's world (-1 when closed)."""
+        return self._client
+
+    @property
+    def robot_id(self) -> int:
+        """The body id of the robot in :attr:`client_id`."""
+        return self._robot
+
+    @property
+    def ground_id(self) -> int:
+        """The body id of the floor in :attr:`client_id`."""
+        return self._ground
+
+    @abstractmethod
+    def alive_bonus(self, z: float, pitch: float) -> float:
+        """Reward for staying up: +1 while alive, -1 when the episode must end (``WalkerBase.alive_bonus``).
+
+        Args:
+            z: Torso height in m.
+            pitch: Torso pitch in rad.
+
+        Returns:
+            +1.0 or -1.0.
+        """
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        """Put the robot back at its loaded pose with joints at uniform(-0.1, 0.1) rad, all velocities zero.
+
+        Args:
+            seed: Seeds :attr:`np_random` (gymnasium semantics).
+            options: Unused.
+
+        Returns:
+            The observation (shape (obs_dim,), float32) and an empty info dict.
+
+        Raises:
+            pybullet.error: If the physics client is gone (call :meth:`rebuild_simulation`).
+        """
+        super().reset(seed=seed)
+        if not self._state_finite:
+            logger.info("the last step left a non-finite state; rebuilding the world before the reset")
+            self.rebuild_simulation()
+        c, robot = self._client, self._robot
+        pybullet.restoreState(self._initial_state, physicsClientId=c)
+        q = self.np_random.uniform(low=-0.1, high=0.1, size=len(self._motor_ids))
+        for joint, qj in zip(self._motor_ids, q.tolist(), strict=True):
+            pybullet.resetJointState(robot, joint, qj, 0.0, physicsClientId=c)
+        self._feet_contact = [0.0] * len(self._feet_contact)
+        self._feet_contact_shown = list(self._feet_contact)
+        self._elapsed_steps = 0
+        self._initial_z = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)[0][2]
+        obs = self._observe(self._feet_contact)
+        self._potential = -self._walk_target_dist / self._dt
+        return obs, {}
+
+    def raw_step(self, action: np.ndarray) -> None:
+        """Only the simulation part of :meth:`step`: clip, scale to torques, apply, advance one env step.
+
+        This is the baseline of the overhead benchmark; it computes no observation or reward.
+
+        Args:
+            action: Shape (n,). Values outside [-1, 1] are clipped; NaN passes through to the engine.
+        """
+        # maximum/minimum clip like np.clip (NaN passes through) at a third less overhead for 8 elements.
+        torques = self._torque_scale * np.minimum(np.maximum(action, -1.0), 1.0)
+        pybullet.setJointMotorControlArray(
+            self._robot, self._motor_ids, pybullet.TORQUE_CONTROL, forces=torques.tolist(), physicsClientId=self._client
+        )
+        # One call runs settings.frame_skip substeps; the torques hold for all of them.
+        pybullet.stepSimulation(physicsClientId=self._client)
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, float]]:
+        """Apply motor torques for one env step (``settings.dt`` s) and return the usual gymnasium tuple.
+
+        PyBullet 3.2.7 does not raise on a NaN or Inf torque: the whole robot state is NaN after the step, the
+        episode terminates, and the next :meth:`reset` rebuilds the world. (Huge finite torques stay finite, and
+        actions are clipped anyway.)
+
+        Args:
+            action: Shape (n,), nominally in [-1, 1].
+
+        Returns:
+            observation (shape (obs_dim,), float32), reward, terminated, truncated (always False; the registration's
+            TimeLimit truncates), info with the reward terms.
+
+        Raises:
+            ValueError: If the action has the wrong shape.
+            pybullet.error: If the physics client is gone.
+        """
+        a = np.asarray(action)
+        if a.shape != self._action_shape:
+            raise ValueError(f"action must have shape {self._action_shape}, got {a.shape}")
+        self.raw_step(a)
+        self._elapsed_steps += 1
+        obs = self._observe(self._feet_contact)
+        self._update_feet_contact()
+        w = self.walker
+
+        # obs[0] + initial_z rather than the torso z: the reference judges the float32 observation entry.
+        alive = self.alive_bonus(float(obs[0]) + self._initial_z, self._pitch)
+        terminated = alive < 0.0 or not self._state_finite
+        potential_old = self._potential
+        self._potential = -self._walk_target_dist / self._dt
+        progress = float(self._potential - potential_old)
+        # The costs use the action as given (unclipped) and the joint speeds as observed (0.1 rad/s units).
+        joints = self._joints
+        act = a.tolist()
+        n = len(act)
+        electricity = w.electricity_cost * (sum(map(abs, map(operator.mul, act, joints[1::2]))) / n)
+        electricity += w.stall_torque_cost * (sum(map(operator.mul, act, act)) / n)
+        joints_at_limit = w.joints_at_limit_cost * len([qi for qi in joints[0::2] if abs(qi) > _AT_LIMIT])
+
+        reward = alive + progress + electricity + joints_at_limit
+        info = {
+            "reward_alive": alive,
+            "reward_progress": progress,
+            "reward_electricity": electricity,
+            "reward_joints_at_limit": joints_at_limit,
+            "reward_feet_collision": 0.0,
+        }
+        return obs, reward, terminated, False, info
+
+    def _observe(self, feet_contact: list[float]) -> np.ndarray:
+        """Query the robot once and build the observation (``WalkerBase.calc_state``).
+
+        Also sets what the reward needs: ``_walk_target_dist`` (m), ``_pitch`` (rad), ``_joints`` (the unclipped
+        joint entries of the observation, float64) and ``_state_finite``.
+
+        Args:
+            feet_contact: The foot contacts to show, one 0.0 or 1.0 per foot.
+
+        Returns:
+            The observation, shape (obs_dim,), float32, clipped to [-5, 5].
+        """
+        c, robot = self._client, self._robot
+        states = pybullet.getJointStates(robot, self._motor_ids, physicsClientId=c)
+        pos, orn = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)
+        lin, ang = pybullet.getBaseVelocity(robot, physicsClientId=c)
+        links = pybullet.getLinkStates(robot, self._link_ids, physicsClientId=c)
+        roll, pitch, yaw = pybullet.getEulerFromQuaternion(orn)
+        # check_state() reads this record instead of querying the engine again.
+        self._last_query = (pos, orn, lin, ang, states)
+        x, y, z = pos
+        vx, vy, vz = lin
+
+        # Body centre: mean over links (at their centre of mass), base and floor, as the reference's parts dict.
+        link_x, link_y, _ = zip(*[link[0] for link in links], strict=True)
+        body_x = (x + self._floor_x + sum(link_x)) / self._num_parts
+        body_y = (y + self._floor_y + sum(link_y)) / self._num_parts
+        dx, dy = self._target_x - body_x, self._target_y - body_y
+        self._walk_target_dist = math.sqrt(dy * dy + dx * dx)
+        angle_to_target = math.atan2(dy, dx) - yaw
+        # Base velocity rotated by -yaw into the heading frame.
+        cos_yaw, sin_yaw = math.cos(yaw), math.sin(yaw)
+        forward = cos_yaw * vx + sin_yaw * vy
+        sideways = cos_yaw * vy - sin_yaw * vx
+        # Per motor: position scaled to -1..+1 between the limits, speed * 0.1 (Joint.current_relative_position).
+        joints = [
+            u
+            for s, mid, span in zip(states, self._joint_mid, self._joint_span, strict=True)
+            for u in (2.0 * (s[0] - mid) / span, _JOINT_VEL_SCALE * s[1])
+        ]
+        self._joints = joints
+        self._pitch = pitch
+        # NaN or Inf anywhere makes this sum non-finite (a finite overflow would need values near 1e307).
+        self._state_finite = math.isfinite(x + y + z + vx + vy + vz + roll + pitch + yaw + sum(joints))
+
+        obs = np.array(
+            [
+                z - self._initial_z,
+                math.sin(angle_to_target),
+                math.cos(angle_to_target),
+                _BASE_VEL_SCALE * forward,
+                _BASE_VEL_SCALE * sideways,
+                _BASE_VEL_SCALE * vz,
+                roll,
+                pitch,
+                *joints,
+                *feet_contact,
+            ],
+            dtype=np.float32,
+        )
+        # minimum/maximum rather than np.clip (a Python-level wrapper, twice as slow here); both keep NaN.
+        np.minimum(obs, _OBS_CLIP, out=obs)
+        np.maximum(obs, -_OBS_CLIP, out=obs)
+        return obs
+
+    def _update_feet_contact(self) -> None:
+        """Record which feet touch the floor now; the next observation shows it (the reference's one-step lag)."""
+        self._feet_contact_shown = self._feet_contact
+        contact = [0.0] * len(self._feet_contact)
+        slot = self._foot_slot
+        for point in pybullet.getContactPoints(bodyA=self._robot, bodyB=self._ground, physicsClientId=self._client):
+            i = slot.get(point[3])  # point[3] is the robot's link index
+            if i is not None:
+                contact[i] = 1.0
+        self._feet_contact = contact
+
+    # ------------------------------------------------------------------ rendering and life cycle
+    def render(self) -> np.ndarray | None:
+        """Render the scene from a camera 3 m behind and above the torso, looking at it (the reference's camera).
+
+        Returns:
+            With ``render_mode="rgb_array"``, an image of shape (render_height, render_width, 3), uint8; else None.
+        """
+        if self.render_mode != "rgb_array":
+            return None
+        c = self._client
+        torso, _ = pybullet.getBasePositionAndOrientation(self._robot, physicsClientId=c)
+        view = pybullet.computeViewMatrixFromYawPitchRoll(
+            cameraTargetPosition=torso, distance=3.0, yaw=0.0, pitch=-30.0, roll=0.0, upAxisIndex=2, physicsClientId=c
+        )
+        proj = pybullet.computeProjectionMatrixFOV(
+            fov=60.0, aspect=self.render_width / self.render_height, nearVal=0.1, farVal=100.0, physicsClientId=c
+        )
+        _, _, rgba, _, _ = pybullet.getCameraImage(
+            self.render_width,
+            self.render_height,
+            viewMatrix=view,
+            projectionMatrix=proj,
+            renderer=pybullet.ER_TINY_RENDERER,
+            physicsClientId=c,
+        )
+        image = np.asarray(rgba, dtype=np.uint8).reshape(self.render_height, self.render_width, 4)
+        return np.ascontiguousarray(image[:, :, :3])
+
+    def close(self) -> None:
+        """Disconnect this env's physics client and free it. Safe to call more than once."""
+        client, self._client = self._client, physics.NO_CLIENT
+        physics.release_client(client, self._forget_client)
+        # A client killed behind our back (break_simulation) is already gone; disconnecting it again would raise.
+        if physics.is_connected(client):
+            pybullet.disconnect(physicsClientId=client)
+
+    def __del__(self) -> None:
+        # Envs are cheap to forget in notebooks and tests; do not leak one physics world per forgotten env.
+        # Interpreter shutdown may have torn pybullet down already.
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # ------------------------------------------------------------------ simulator protocol
+    def rebuild_simulation(self) -> None:
+        """Throw the physics world away and build it again; call :meth:`reset` before stepping.
+
+        PyBullet 3.2.7 facts: after a NaN reached the engine, resetting the robot in place or ``restoreState`` leaves
+        it falling through the floor, so the world itself must go. If the client is alive it is emptied with
+        ``resetSimulation`` (which recreates the dynamics world) and reloaded: ~3.4 ms for the Ant, reset included.
+        If it is dead (``pybullet.error: Not connected to physics server.``), a new DIRECT client is made: ~4 ms, up
+        to ~15 ms when the allocator has to map fresh memory for it.
+        """
+        self._build_world()
+
+    def get_sim_state(self) -> dict[str, np.ndarray]:
+        """Return everything needed to continue this exact moment in another env of the same task.
+
+        Returns:
+            float64 arrays: ``base_pos`` (3,) m, ``base_orn`` (4,) quaternion xyzw, ``base_lin_vel`` (3,) m/s,
+            ``base_ang_vel`` (3,) rad/s, ``joint_pos`` (n,) rad, ``joint_vel`` (n,) rad/s, ``initial_z`` () m,
+            ``potential`` () (the progress potential after the last step), ``walk_target`` (2,) m,
+            ``feet_contact`` (f,) (contacts after the last step, shown by the next observation),
+            ``feet_contact_obs`` (f,) (contacts shown by the current observation), ``elapsed_steps`` () steps
+            since the reset.
+
+        Raises:
+            pybullet.error: If the physics client is gone.
+        """
+        pos, orn, lin, ang, states = self._query_state()
+        f64 = np.float64
+        return {
+            "base_pos": np.array(pos, dtype=f64),
+            "base_orn": np.array(orn, dtype=f64),
+            "base_lin_vel": np.array(lin, dtype=f64),
+            "base_ang_vel": np.array(ang, dtype=f64),
+            "joint_pos": np.array([s[0] for s in states], dtype=f64),
+            "joint_vel": np.array([s[1] for s in states], dtype=f64),
+            "initial_z": np.array(self._initial_z, dtype=f64),
+            "potential": np.array(self._potential, dtype=f64),
+            "walk_target": np.array((self._target_x, self._target_y), dtype=f64),
+            "feet_contact": np.array(self._feet_contact, dtype=f64),
+            "feet_contact_obs": np.array(self._feet_contact_shown, dtype=f64),
+            "elapsed_steps": np.array(self._elapsed_steps, dtype=f64),
+        }
+
+    def set_sim_state(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        """Restore a state from :meth:`get_sim_state` into this env's world (call after :meth:`reset`).
+
+        Stepping the same action from the restored state reproduces the original next state to ~1e-13 (not
+        bitwise: the engine's contact warm-start cache is not part of the state). The potential is restored as
+        stored, not recomputed: it was computed from link positions that lag the base by a substep (see the module
+        docstring), which a restore cannot recreate; for the same reason the returned observation matches the
+        original one to ~1e-6, not exactly.
+
+        Args:
+            state: As returned by :meth:`get_sim_state`.
+
+        Returns:
+            The observation at that moment, shape (obs_dim,), float32.
+
+        Raises:
+            ValueError: If a key is missing, an array has the wrong shape, or a value is not finite (a non-finite
+                state would poison the world).
+            pybullet.error: If the physics client is gone.
+        """
+        values = validate_state(state, len(self._motor_ids), len(self._feet_contact))
+        c, robot = self._client, self._robot
+        pybullet.resetBasePositionAndOrientation(robot, values["base_pos"], values["base_orn"], physicsClientId=c)
+        pybullet.resetBaseVelocity(robot, values["base_lin_vel"], values["base_ang_vel"], physicsClientId=c)
+        for joint, q, qd in zip(self._motor_ids, values["joint_pos"], values["joint_vel"], strict=True):
+            pybullet.resetJointState(robot, joint, float(q), float(qd), physicsClientId=c)
+        self._initial_z = float(values["initial_z"])
+        self._potential = float(values["potential"])
+        self._target_x, self._target_y = (float(v) for v in values["walk_target"])
+        self._feet_contact = values["feet_contact"].tolist()
+        self._feet_contact_shown = values["feet_contact_obs"].tolist()
+        self._elapsed_steps = int(values["elapsed_steps"])
+        return self._observe(self._feet_contact_shown)
+
+    def check_state(self) -> str | None:
+        """Check the current state against the task's :class:`~envs.spec.StateLimits`.
+
+        The state is the one the last :meth:`step`, :meth:`reset` or :meth:`set_sim_state` read from the engine
+        for its observation (the same query, so the check costs no engine call), or a fresh query after
+        :meth:`perturb_state` or :meth:`rebuild_simulation`. Code that moves the robot with raw PyBullet calls
+        should step or reset before checking.
+
+        Returns:
+            None if the state is finite and within the limits, else a one-line reason naming the quantity, its
+            value and the limit.
+
+        Raises:
+            pybullet.error: If the state must be queried and the physics client is gone.
+        """
+        query = self._last_query if self._last_query is not None else self._query_state()
+        return check_limits(query, self.walker.limits, self.action_names)
+
+    def _query_state(self) -> StateQuery:
+        """Query base pose, base velocity and motor joint states, as :meth:`_observe` records them."""
+        c, robot = self._client, self._robot
+        pos, orn = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)
+        lin, ang = pybullet.getBaseVelocity(robot, physicsClientId=c)
+        states = pybullet.getJointStates(robot, self._motor_ids, physicsClientId=c)
+        return pos, orn, lin, ang, states
+
+    def break_simulation(self) -> None:
+        """Fault injection: disconnect the physics client behind the env's back, as a crashed engine would.
+
+        The next PyBullet call raises ``pybullet.error: Not connected to physics server.``;
+        :meth:`rebuild_simulation` makes a new client.
+        """
+        pybullet.disconnect(physicsClientId=self._client)
+
+    def perturb_state(self, scale: float) -> None:
+        """Fault injection: throw the base at ``scale`` times the speed limits (a state blow-up).
+
+        The linear and angular velocities are set to ``scale * base_speed`` and ``scale * base_angular_speed``
+        along the diagonal (1, 1, 1) / sqrt(3); with ``scale > 1`` :meth:`check_state` reports the base speed.
+
+        Args:
+            scale: Multiple of the speed limits.
+        """
+        lim = self.walker.limits
+        unit = 1.0 / math.sqrt(3.0)
+        lin = [scale * lim.base_speed * unit] * 3
+        ang = [scale * lim.base_angular_speed * unit] * 3
+        pybullet.resetBaseVelocity(self._robot, lin, ang, physicsClientId=self._client)
+        self._last_query = None

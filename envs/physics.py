@@ -9,6 +9,8 @@ PyBullet reuses the lowest free client slot: after a client is disconnected behi
 or :meth:`envs.base.LocomotionEnv.break_simulation`), the next ``connect`` anywhere in the process may get the same
 id, and the env still holding it would silently step someone else's world instead of raising ``pybullet.error``.
 :func:`claim_client` keeps a registry of which env owns which id so that such an env is told its client is gone.
+It only knows the clients of this package: a ``pybullet.connect`` elsewhere in the process can still be handed a
+freed id unnoticed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ logger = logging.getLogger(__name__)
 NO_CLIENT = -1
 
 # client id -> callback telling the env that owned it that its client is gone (weak: envs are not kept alive).
-_owners: dict[int, weakref.WeakMethod[Callable[[], None]]] = {}
+_owners: dict[int, weakref.WeakMethod[Callable[[int], None]]] = {}
 
 
 @dataclass(frozen=True)
@@ -94,26 +96,27 @@ def connect_direct() -> int:
     return client
 
 
-def claim_client(client: int, on_lost: Callable[[], None]) -> None:
+def claim_client(client: int, on_lost: Callable[[int], None]) -> None:
     """Record that the owner of the bound method ``on_lost`` owns ``client``.
 
-    If an earlier owner still holds this id, its client must have been disconnected behind its back (PyBullet only
-    hands out freed slots), so ``on_lost`` of that owner is called to make it forget the id.
+    If another owner is still recorded for this id, its client must have been disconnected behind its back (PyBullet
+    only hands out freed slots), so that owner's ``on_lost(client)`` is called to make it forget the id.
 
     Args:
         client: A client id just returned by :func:`connect_direct`.
-        on_lost: Bound method of the new owner, called if a later connect is handed this id again.
+        on_lost: Bound method of the new owner, called with the id if a later connect is handed it again. It must
+            only forget the id if it still holds it.
     """
     previous = _owners.get(client)
     callback = previous() if previous is not None else None
     if callback is not None and callback != on_lost:
         logger.warning("physics client %d was disconnected behind its owner's back and reused; detaching it", client)
-        callback()
+        callback(client)
     _owners[client] = weakref.WeakMethod(on_lost)
 
 
-def release_client(client: int, on_lost: Callable[[], None]) -> None:
-    """Forget the ownership recorded by :func:`claim_client`, if ``on_lost``'s owner still holds ``client``."""
+def release_client(client: int, on_lost: Callable[[int], None]) -> None:
+    """Forget the ownership recorded by :func:`claim_client`, if ``on_lost``'s owner is still recorded for it."""
     previous = _owners.get(client)
     if previous is not None and previous() == on_lost:
         del _owners[client]

@@ -2,6 +2,9 @@
 
 "Raw" is the task's ``raw_step(action)`` (apply the action and advance the simulator; no observation, no reward):
 the physical limit on this machine. The other layers are judged as ratios against it, measured side by side.
+Raw stepping is measured twice: one world stepped alone, and the adapter's N worlds stepped round-robin (what
+the adapter does, minus everything else). N worlds in one process are slower per step than one (each step
+touches another world's memory), so the adapter's fair reference is the round-robin figure.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ def bench_env_layers(env_id: str, steps: int = 2000, repeats: int = 5, num_envs:
         num_envs: Envs in the adapter.
 
     Returns:
-        ``rates`` (env-steps/s per layer) and ``ratios`` against raw stepping.
+        ``rates`` (env-steps/s per layer), ``ratios`` against raw stepping of one world, and
+        ``adapter_vs_round_robin`` (the adapter against raw stepping of its N worlds).
     """
     rng = np.random.default_rng(0)
     single = gym.make(env_id, disable_env_checker=True).unwrapped
@@ -34,12 +38,21 @@ def bench_env_layers(env_id: str, steps: int = 2000, repeats: int = 5, num_envs:
     actions = rng.uniform(-1.0, 1.0, size=(steps, single.action_space.shape[0])).astype(np.float32)
     vec = GymVecEnv([gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)], seed=0)
     vec_actions = torch.from_numpy(actions[: max(steps // num_envs, 1)]).unsqueeze(1).expand(-1, num_envs, -1)
+    worlds = [gym.make(env_id, disable_env_checker=True).unwrapped for _ in range(num_envs)]
+    for i, world in enumerate(worlds):
+        world.reset(seed=100 + i)
 
     def raw() -> int:
         single.reset(seed=1)
         for a in actions:
             single.raw_step(a)
         return steps
+
+    def raw_round_robin() -> int:
+        for a in actions[: vec_actions.shape[0]]:
+            for world in worlds:
+                world.raw_step(a)
+        return vec_actions.shape[0] * num_envs
 
     def env_step() -> int:
         single.reset(seed=1)
@@ -55,10 +68,14 @@ def bench_env_layers(env_id: str, steps: int = 2000, repeats: int = 5, num_envs:
         return vec_actions.shape[0] * num_envs
 
     try:
-        rates = interleaved_rates({"raw": raw, "env_step": env_step, "adapter": adapter}, repeats)
+        rates = interleaved_rates(
+            {"raw": raw, "env_step": env_step, "raw_round_robin": raw_round_robin, "adapter": adapter}, repeats
+        )
     finally:
         single.close()
         vec.close()
+        for world in worlds:
+            world.close()
     return {
         "env_id": env_id,
         "steps": steps,
@@ -66,4 +83,5 @@ def bench_env_layers(env_id: str, steps: int = 2000, repeats: int = 5, num_envs:
         "num_envs": num_envs,
         "rates": rates,
         "ratios": {name: rate / rates["raw"] for name, rate in rates.items()},
+        "adapter_vs_round_robin": rates["adapter"] / rates["raw_round_robin"],
     }

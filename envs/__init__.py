@@ -1,0 +1,24 @@
+"""PyBullet locomotion tasks as gymnasium envs; importing this package registers them.
+
+Registered ids (each with ``max_episode_steps=1000``, so gymnasium's ``TimeLimit`` truncates):
+
+- ``RoboSafe/Ant-v0``: :class:`envs.ant.AntEnv`, pybullet_envs' ``AntBulletEnv-v0``.
+
+This package imports neither rsl-rl nor ``robo_safe_rl``.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+#: Task ids registered by this package, mapped to their entry points.
+TASKS: dict[str, str] = {"RoboSafe/Ant-v0": "envs.ant:AntEnv"}
+
+#: Episode length of every task, in env steps (the pybullet_envs registrations use 1000).
+MAX_EPISODE_STEPS = 1000
+
+for _task_id, _entry_point in TASKS.items():
+    if _task_id not in gymnasium.registry:
+        gymnasium.register(id=_task_id, entry_point=_entry_point, max_episode_steps=MAX_EPISODE_STEPS)
+
+__all__ = ["MAX_EPISODE_STEPS", "TASKS"]

@@ -1,0 +1,63 @@
+"""The Ant task: pybullet_envs' ``AntBulletEnv-v0`` on gymnasium (registered as ``RoboSafe/Ant-v0``).
+
+The four-legged ant of pybullet_data ``mjcf/ant.xml`` (a 0.25 m torso sphere at 0.75 m, 8 hinge motors) walks
+towards a target 1 km down the x axis. Observation (28,), action (8,), reward and termination are those of the
+reference; see :mod:`envs.base` for the walker logic, its quirks and the deliberate differences (the info dict, the
+handling of non-finite states).
+
+Action order (``action_names``): hip_1, ankle_1, hip_2, ankle_2, hip_3, ankle_3, hip_4, ankle_4 (MJCF joint order,
+not the order of the MJCF ``<actuator>`` block). Torque = 2.5 * 100 * clip(action, -1, 1) N m.
+"""
+
+from __future__ import annotations
+
+from envs.base import LocomotionEnv
+from envs.spec import StateLimits, WalkerSpec
+
+#: Torso height at or below which the episode ends: the torso is a 0.25 m sphere, so it scrapes the ground.
+ANT_MIN_TORSO_Z = 0.26
+
+ANT_LIMITS = StateLimits(
+    # The torso is a 0.25 m sphere: its centre below the floor surface means it is passing through the floor (what a
+    # poisoned world does). 5 m is far above anything 250 N m legs can throw a 182 kg ant to.
+    base_height=(0.0, 5.0),
+    # Measured over 20 episodes of uniform and of bang-bang random actions: base speed <= 2.7 m/s, base angular
+    # speed <= 12 rad/s, joint speed <= 21 rad/s. The bounds leave room for strong learned gaits and hard falls.
+    base_speed=20.0,
+    base_angular_speed=50.0,
+    # PyBullet caps multibody joint speeds at 100 rad/s (btMultiBody's default maxCoordinateVelocity; 1e30 N m
+    # torques reach exactly 100), so a bound must stay below 100 rad/s to ever fire.
+    joint_speed=80.0,
+)
+
+ANT_SPEC = WalkerSpec(
+    mjcf_file="ant.xml",
+    foot_names=("front_left_foot", "front_right_foot", "left_back_foot", "right_back_foot"),
+    power=2.5,
+    limits=ANT_LIMITS,
+)
+
+
+class AntEnv(LocomotionEnv):
+    """pybullet_envs' ``AntBulletEnv-v0`` as a gymnasium env with the simulator protocol.
+
+    Args:
+        render_mode: ``None`` or ``"rgb_array"``.
+        render_width: Width of rendered images in pixels. Default 320.
+        render_height: Height of rendered images in pixels. Default 240.
+        settings: Engine settings; the default is the pybullet_envs stadium scene.
+    """
+
+    walker = ANT_SPEC
+
+    def alive_bonus(self, z: float, pitch: float) -> float:
+        """+1 while the torso is above 0.26 m, else -1 (the episode ends); pitch is not used.
+
+        Args:
+            z: Torso height in m.
+            pitch: Torso pitch in rad (unused by the Ant).
+
+        Returns:
+            +1.0 or -1.0.
+        """
+        return 1.0 if z > ANT_MIN_TORSO_Z else -1.0

@@ -1,0 +1,58 @@
+"""What defines one locomotion task: the robot, its reward weights and its plausible state bounds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StateLimits:
+    """Bounds of a plausible state; ``LocomotionEnv.check_state`` reports anything outside.
+
+    Attributes:
+        base_height: (min, max) height of the base in m.
+        base_speed: Bound on the norm of the base's linear velocity in m/s.
+        base_angular_speed: Bound on the norm of the base's angular velocity in rad/s.
+        joint_speed: Bound on the absolute speed of each motor joint in rad/s.
+    """
+
+    base_height: tuple[float, float]
+    base_speed: float
+    base_angular_speed: float
+    joint_speed: float
+
+    def __post_init__(self) -> None:
+        low, high = self.base_height
+        if not low < high:
+            raise ValueError(f"base_height must be (min, max) with min < max, got {self.base_height}")
+        for name in ("base_speed", "base_angular_speed", "joint_speed"):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class WalkerSpec:
+    """The constants of one walker task (those of a pybullet_envs ``robot_locomotors.WalkerBase`` subclass).
+
+    Attributes:
+        mjcf_file: Robot file under pybullet_data's ``mjcf/`` folder.
+        foot_names: Links whose contact with the floor is observed, in observation order.
+        power: Torque scale of the robot (``WalkerBase.power``); torque = power * power_coef * clip(action) N m.
+        limits: Plausible state bounds for ``LocomotionEnv.check_state``.
+        power_coef: Per-joint torque scale (``XmlBasedRobot.addToScene`` sets 100 for every joint); the MJCF
+            actuator gear is not used, as in the reference. Default 100.0.
+        electricity_cost: Weight of mean |action * 0.1 joint speed| (joint speed in rad/s). Default -2.0.
+        stall_torque_cost: Weight of mean action^2. Default -0.1.
+        joints_at_limit_cost: Weight of the number of motor joints at their limit. Default -0.1.
+        walk_target: (x, y) of the walk target in m; 1 km down the x axis. Default (1000.0, 0.0).
+    """
+
+    mjcf_file: str
+    foot_names: tuple[str, ...]
+    power: float
+    limits: StateLimits
+    power_coef: float = 100.0
+    electricity_cost: float = -2.0
+    stall_torque_cost: float = -0.1
+    joints_at_limit_cost: float = -0.1
+    walk_target: tuple[float, float] = (1e3, 0.0)
