@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg
+from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 from robo_safe_rl.errors import ConfigError
 
@@ -163,6 +164,7 @@ class SafetyConfig:
 
     grad_guard: GradGuardCfg = field(default_factory=GradGuardCfg)
     step: SafeStepConfig = field(default_factory=SafeStepConfig)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
 
 
 @dataclass
@@ -171,6 +173,7 @@ class FaultsConfig:
 
     grad: GradFaultCfg = field(default_factory=GradFaultCfg)
     env: EnvFaultConfig = field(default_factory=EnvFaultConfig)
+    policy: PolicyFaultConfig = field(default_factory=PolicyFaultConfig)
 
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
@@ -192,6 +195,10 @@ class TrainConfig:
     ``cuda:LOCAL_RANK`` and CPU ranks use gloo."""
     run_dir: str = MISSING
     """Where this run writes everything (checkpoints, events, config.yaml, incidents/, summary.json)."""
+    resume: str | None = None
+    """Continue from a checkpoint: a ``model_<iter>.pt`` file, or a run directory (its newest clean checkpoint).
+    Model, optimizer state, normalisers and the iteration counter are restored; the run goes on for
+    ``runner.max_iterations`` more iterations in ``run_dir``."""
 
     def __post_init__(self) -> None:
         require(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an integer >= 0")

@@ -1,23 +1,34 @@
-"""``SafeRunner``: rsl-rl's ``OnPolicyRunner`` with safe checkpoints, CPU multi-process and ``Safety/`` metrics.
+"""``SafeRunner``: rsl-rl's ``OnPolicyRunner`` with recovery, safe checkpoints, CPU multi-process and metrics.
 
-What changes against rsl-rl (the rollout/update loop itself is rsl-rl's, unchanged):
+The PPO maths stays rsl-rl's (``alg.act``, ``alg.process_env_step``, ``alg.compute_returns``, ``alg.update``); the
+iteration loop is rsl-rl 5.5's ``learn`` with four additions, marked in :meth:`SafeRunner.learn`:
 
-- ``_configure_multi_gpu``: under ``torchrun``, CUDA ranks use NCCL on ``cuda:LOCAL_RANK`` as before, and CPU ranks
-  use gloo, so multi-process training runs (and is tested) on a machine without a GPU.
-- ``save``: a checkpoint holding any non-finite tensor (weights, normaliser buffers, optimizer moments) is refused
-  and counted (``Safety/checkpoints_refused``); a good one is written atomically (temp file, fsync, rename), so a
-  kill at any moment leaves the previous checkpoint loadable.
-- the logger additionally writes ``Safety/*`` scalars every iteration and keeps the per-iteration mean episode
-  return and reward for ``summary.json``.
+1. **Action fuse.** Actions leaving the policy are checked before the envs see them. Non-finite rows are never
+   sent (zeros go instead, so every env stays in step); the rollout is discarded and the learning state rolled back.
+2. **Post-update check.** After every update, weights, normaliser buffers and optimizer state are checked with one
+   host-device synchronisation; a non-finite value means a rollback.
+3. **Snapshots and rollbacks** (:mod:`robo_safe_rl.training.recovery`): a snapshot every
+   ``safety.recovery.snapshot_interval`` good iterations and at every good save; a rollback restores it with a
+   lower learning rate, and repeats the iteration.
+4. **Safe checkpoints**: a checkpoint with a non-finite tensor is refused and counted; a good one is written
+   atomically (temp file, fsync, rename), so a kill at any moment leaves the previous checkpoint loadable.
+
+Under ``torchrun``, CUDA ranks use NCCL on ``cuda:LOCAL_RANK`` as in rsl-rl and CPU ranks use gloo; the fuse and the
+post-update check are agreed by all ranks (one all-reduce per iteration), so the replicas roll back together.
+
+Safety events (rollbacks, fuse trips, refused checkpoints, gradient-guard events) are appended to
+``<run_dir>/safety_events.jsonl`` for ``tools/diagnose.py``; counters go to TensorBoard under ``Safety/``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import statistics
-from collections.abc import Callable
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,8 +37,14 @@ from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
 from robo_safe_rl.checkpoint.io import save_checkpoint_if_finite
+from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
+from robo_safe_rl.errors import RecoveryError
+from robo_safe_rl.training.policy_faults import PolicyFaults
+from robo_safe_rl.training.recovery import Recovery, all_finite, learning_state_tensors, nonfinite_layers
 
 log = logging.getLogger(__name__)
+
+EVENTS_FILE = "safety_events.jsonl"
 
 
 @dataclass
@@ -41,24 +58,10 @@ class IterationRecord:
 
 
 class SafeLogger(Logger):
-    """rsl-rl's logger plus ``Safety/*`` scalars and a per-iteration history of returns.
+    """rsl-rl's logger plus ``Safety/*`` scalars and a per-iteration history of returns for ``summary.json``."""
 
-    Args:
-        safety_scalars: Called once per iteration; returns tag suffixes and values written under ``Safety/``.
-        on_iteration_end: Called with the iteration index after it was logged (the runner uses it to tell the
-            incident recorder which iteration the next rollout belongs to).
-        **kwargs: rsl-rl's ``Logger`` arguments.
-    """
-
-    def __init__(
-        self,
-        safety_scalars: Callable[[], dict[str, float]],
-        on_iteration_end: Callable[[int], None],
-        **kwargs,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.safety_scalars = safety_scalars
-        self.on_iteration_end = on_iteration_end
         self.history: list[IterationRecord] = []
         self._reward_sum = 0.0
         self._reward_count = 0
@@ -72,18 +75,13 @@ class SafeLogger(Logger):
         self._reward_sum += float(rewards.sum())
         self._reward_count += rewards.numel()
 
-    def log(self, it: int, *args: Any, **kwargs: Any) -> None:
-        """Log rsl-rl's metrics, then ``Safety/*``, and record the iteration for the summary."""
-        returns = [
-            ep["Episode/return"]
-            for ep in self.ep_extras
-            if isinstance(ep, dict) and isinstance(ep.get("Episode/return"), torch.Tensor)
-        ]
+    def log_iteration(self, it: int, safety: dict[str, float], **kwargs: Any) -> None:
+        """Log rsl-rl's metrics and ``Safety/*``, and record the iteration for the summary."""
+        returns = [ep["Episode/return"] for ep in self.ep_extras if isinstance(ep.get("Episode/return"), torch.Tensor)]
         finished = torch.cat(returns).tolist() if returns else []
-        super().log(it, *args, **kwargs)
-        scalars = self.safety_scalars()
+        self.log(it=it, **kwargs)
         if self.writer is not None:
-            for tag, value in scalars.items():
+            for tag, value in safety.items():
                 self.writer.add_scalar(f"Safety/{tag}", value, it)
         self.history.append(
             IterationRecord(
@@ -94,20 +92,19 @@ class SafeLogger(Logger):
             )
         )
         self._reward_sum, self._reward_count = 0.0, 0
-        self.on_iteration_end(it)
 
 
 class SafeRunner(OnPolicyRunner):
-    """On-policy runner whose checkpoints are always finite and whose metrics include ``Safety/*``.
+    """On-policy runner that rolls back instead of training on from a NaN, and only writes finite checkpoints.
 
     Args:
-        env: Any rsl-rl ``VecEnv`` (the PyBullet adapter, or an Isaac Lab env).
+        env: Any rsl-rl ``VecEnv`` (the PyBullet adapter, or an Isaac Lab env). Optional methods used when present:
+            ``safety_counters()``, ``faults_injected()`` (cumulative dicts) and ``set_iteration(it)``.
         train_cfg: rsl-rl's runner dict (built by :func:`robo_safe_rl.training.rsl_cfg.build_rsl_rl_cfg`).
         log_dir: Run directory; ``None`` disables logging and checkpoints (as in rsl-rl).
         device: Torch device of the policy (``cpu``, ``cuda`` or ``cuda:N``).
-        env_counters: Returns the env side's cumulative safety counters (SafeStep's), summed over envs.
-        env_faults: Returns the env side's cumulative injected-fault counts (fire drills), summed over envs.
-        on_iteration_end: Called after each logged iteration with its index.
+        recovery: ``safety.recovery``; defaults when ``None``.
+        policy_faults: ``faults.policy`` (a fire drill); none when ``None``.
     """
 
     def __init__(
@@ -116,19 +113,19 @@ class SafeRunner(OnPolicyRunner):
         train_cfg: dict,
         log_dir: str | None = None,
         device: str = "cpu",
-        env_counters: Callable[[], dict[str, int]] | None = None,
-        env_faults: Callable[[], dict[str, int]] | None = None,
-        on_iteration_end: Callable[[int], None] | None = None,
+        recovery: RecoveryConfig | None = None,
+        policy_faults: PolicyFaultConfig | None = None,
     ) -> None:
         super().__init__(env, train_cfg, log_dir, device)
-        self.env_counters = env_counters or dict
-        self.env_faults = env_faults or dict
-        self.counters: dict[str, int] = {"checkpoints_refused": 0}
+        self.recovery_cfg = recovery or RecoveryConfig()
+        self.recovery = Recovery(self.recovery_cfg.lr_factor, self.recovery_cfg.max_rollbacks, log_dir)
+        self.policy_faults = PolicyFaults(policy_faults or PolicyFaultConfig())
+        self.counters: dict[str, int] = {"checkpoints_refused": 0, "policy_fuse_trips": 0, "nonfinite_updates": 0}
         self.last_clean_checkpoint: str | None = None
         self.final_checkpoint: str | None = None
+        #: The iteration the next ``learn`` starts at (after a resume: the loaded iteration + 1).
+        self.next_iteration = 0
         self.logger = SafeLogger(
-            safety_scalars=self.safety_scalars,
-            on_iteration_end=on_iteration_end or (lambda it: None),
             log_dir=log_dir,
             cfg=self.cfg,
             env_cfg=self.env.cfg,
@@ -139,39 +136,187 @@ class SafeRunner(OnPolicyRunner):
             device=self.device,
         )
 
+    # ------------------------------------------------------------------ counters and records
+
     def safety_counters(self) -> dict[str, int]:
-        """Cumulative safety counters of the whole stack: gradient guard, env side and checkpoints."""
-        counters: dict[str, int] = {}
-        counters.update(getattr(self.alg, "safety_counters", {}))
-        counters.update(self.env_counters())
+        """Cumulative safety counters of the whole stack: gradient guard, env side, recovery and checkpoints."""
+        counters: dict[str, int] = dict(getattr(self.alg, "safety_counters", {}))
+        counters.update(self._env_call("safety_counters", {}))
         counters.update(self.counters)
+        counters["rollbacks"] = self.recovery.rollbacks
         return counters
 
     def faults_injected(self) -> dict[str, int]:
         """Cumulative counts of injected faults per kind (empty when no drill runs)."""
         injected = dict(getattr(self.alg, "faults_injected", {}))
-        injected.update(self.env_faults())
-        return injected
+        injected.update(self._env_call("faults_injected", {}))
+        injected.update(self.policy_faults.injected)
+        return {k: v for k, v in injected.items() if v}
 
-    def safety_scalars(self) -> dict[str, float]:
-        """The ``Safety/*`` scalars of one iteration: the guard's per-iteration metrics and every cumulative counter."""
-        scalars: dict[str, float] = {k: float(v) for k, v in self.safety_counters().items()}
+    def _env_call(self, name: str, default: Any, *args: Any) -> Any:
+        method = getattr(self.env, name, None)
+        return method(*args) if callable(method) else default
+
+    def _record_event(self, event: dict[str, Any]) -> None:
+        """Append one safety event to ``<run_dir>/safety_events.jsonl`` (rank 0 with a log dir only)."""
+        if self.logger.log_dir is None or self.logger.disable_logs:
+            return
+        event = {"time": round(time.time(), 3), **event}
+        with open(Path(self.logger.log_dir) / EVENTS_FILE, "a", encoding="utf-8") as f:
+            f.write(json.dumps(event) + "\n")
+
+    def _agree(self, flag: bool) -> bool:
+        """``flag`` OR-ed over all ranks (one all-reduce; a no-op in one process)."""
+        if not self.is_distributed:
+            return flag
+        value = torch.tensor(float(flag), device=self.device)
+        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+        return bool(value.item())
+
+    # ------------------------------------------------------------------ the loop
+
+    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        """Run ``num_learning_iterations`` good iterations (rolled-back attempts do not count)."""
+        if init_at_random_ep_len:
+            self.env.episode_length_buf = torch.randint_like(
+                self.env.episode_length_buf, high=int(self.env.max_episode_length)
+            )
+        obs = self.env.get_observations().to(self.device)
+        self.alg.train_mode()
+        if self.is_distributed:
+            self.alg.broadcast_parameters()
+        self.logger.init_logging_writer()
+
+        start_it = self.next_iteration
+        total_it = start_it + num_learning_iterations
+        if all_finite(learning_state_tensors(self.alg)):  # else keep the snapshot an earlier learn() left
+            self.recovery.take(self.alg, start_it - 1)
+        it = start_it
+        while it < total_it:
+            self._env_call("set_iteration", None, it)
+            self.policy_faults.before_rollout(self.alg, it)
+            start = time.time()
+            fuse_tripped = False
+            with torch.inference_mode():
+                for _ in range(self.cfg["num_steps_per_env"]):
+                    try:
+                        actions = self.alg.act(obs).to(self.env.device)
+                    except (RuntimeError, ValueError):
+                        # A NaN action std makes torch's sampler raise ("normal expects all elements of std >=
+                        # 0.0"): the fuse's business when the policy is non-finite, a real bug otherwise.
+                        if all_finite(learning_state_tensors(self.alg)):
+                            raise
+                        fuse_tripped = True
+                        break
+                    # (1) Action fuse: one check per step on the env's device; bad rows are never sent.
+                    finite_rows = torch.isfinite(actions).all(dim=-1)
+                    if not bool(finite_rows.all()):
+                        fuse_tripped = True
+                        actions = torch.where(finite_rows.unsqueeze(-1), actions, torch.zeros_like(actions))
+                    obs, rewards, dones, extras = self.env.step(actions)
+                    if self.cfg.get("check_for_nan", True):
+                        _check_env_outputs(obs, rewards, dones)
+                    obs, rewards, dones = (obs.to(self.device), rewards.to(self.device), dones.to(self.device))
+                    self.alg.process_env_step(obs, rewards, dones, extras)
+                    self.logger.process_env_step(rewards, dones, extras, None)
+                collect_time = time.time() - start
+                start = time.time()
+                fuse_tripped = self._agree(fuse_tripped)
+                if not fuse_tripped:
+                    self.alg.compute_returns(obs)
+            if fuse_tripped:
+                self.counters["policy_fuse_trips"] += 1
+                self.alg.storage.clear()
+                self._rollback(it, "the policy emitted non-finite actions (never sent to the envs)")
+                continue
+
+            loss_dict = self.alg.update()
+            self.policy_faults.after_update(self.alg, it)
+            # (2) Post-update check: weights, normaliser buffers and optimizer state, one sync.
+            if self._agree(not all_finite(learning_state_tensors(self.alg))):
+                self.counters["nonfinite_updates"] += 1
+                layers = nonfinite_layers(self.alg)
+                self._rollback(it, f"non-finite learning state after the update in {_names(layers)}", layers)
+                continue
+            learn_time = time.time() - start
+            self.current_learning_iteration = it
+            self._log_iteration(it, start_it, total_it, collect_time, learn_time, loss_dict)
+            # (3) Snapshots: every snapshot_interval good iterations, and at every good save below.
+            if (it - start_it + 1) % self.recovery_cfg.snapshot_interval == 0:
+                self.recovery.take(self.alg, it)
+            if self.logger.writer is not None and it % self.cfg["save_interval"] == 0:
+                self.save(os.path.join(self.logger.log_dir, f"model_{it}.pt"))
+            it += 1
+        self.next_iteration = total_it
+
+        if self.logger.writer is not None:
+            self.save(os.path.join(self.logger.log_dir, f"model_{self.current_learning_iteration}.pt"))
+            self.logger.stop_logging_writer()
+
+    def _rollback(self, it: int, what: str, layers: list[str] | None = None) -> None:
+        """Roll back (or stop when recovery is off or exhausted), recording the event."""
+        self.alg.transition.clear()
+        if not self.recovery_cfg.enabled:
+            raise RecoveryError(f"training stopped at iteration {it}: {what} (safety.recovery.enabled=false)")
+        try:
+            event = self.recovery.rollback(self.alg, it, what)
+        except RecoveryError as err:
+            self._record_event({"iteration": it, "kind": "recovery_failed", "what": what, "layers": layers or []})
+            raise err
+        self._record_event({**event, "layers": layers or []})
+
+    def _log_iteration(
+        self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, loss_dict: dict
+    ) -> None:
+        safety: dict[str, float] = {k: float(v) for k, v in self.safety_counters().items()}
         iteration_metrics = getattr(self.alg, "iteration_metrics", None)
         if iteration_metrics is not None:
-            scalars.update(iteration_metrics())
-        return scalars
+            metrics = iteration_metrics()
+            safety.update(metrics)
+            if metrics.get("grad_nonfinite_steps") or metrics.get("grad_steps_zeroed"):
+                self._record_event({"iteration": it, "kind": "grad_guard", **metrics})
+        self.logger.log_iteration(
+            it,
+            safety,
+            start_it=start_it,
+            total_it=total_it,
+            collect_time=collect_time,
+            learn_time=learn_time,
+            loss_dict=loss_dict,
+            learning_rate=self.alg.learning_rate,
+            action_std=self.alg.get_policy().output_std,
+            rnd_weight=None,
+        )
+
+    # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str, infos: dict | None = None) -> None:
         """Write rsl-rl's checkpoint format to ``path`` atomically, unless it holds a non-finite tensor."""
         saved = self.alg.save()
         saved["iter"] = self.current_learning_iteration
         saved["infos"] = infos
-        if save_checkpoint_if_finite(saved, path):
+        result = save_checkpoint_if_finite(saved, path)
+        if result:
             self.last_clean_checkpoint = path
             self.final_checkpoint = path
+            self.recovery.take(self.alg, self.current_learning_iteration)
             self.logger.save_model(path, self.current_learning_iteration)
         else:
             self.counters["checkpoints_refused"] += 1
+            bad = [row.name for row in result.nonfinite]
+            it = self.current_learning_iteration
+            self._record_event({"iteration": it, "kind": "checkpoint_refused", "path": path, "layers": bad})
+
+    def load(
+        self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
+    ) -> dict:
+        """Load a checkpoint with ``weights_only=True`` (never runs code from the file); the next ``learn``
+        continues at the stored iteration + 1."""
+        loaded = torch.load(path, weights_only=True, map_location=map_location or self.device)
+        if self.alg.load(loaded, load_cfg, strict):
+            self.current_learning_iteration = int(loaded["iter"])
+            self.next_iteration = self.current_learning_iteration + 1
+        return loaded.get("infos")
 
     def _configure_multi_gpu(self) -> None:
         """Set up torch.distributed under torchrun: NCCL for CUDA ranks, gloo for CPU ranks."""
@@ -188,3 +333,22 @@ class SafeRunner(OnPolicyRunner):
         self.gpu_world_size = multi_gpu_cfg["world_size"]
         self.gpu_local_rank = multi_gpu_cfg["local_rank"]
         self.gpu_global_rank = multi_gpu_cfg["global_rank"]
+
+
+def _check_env_outputs(obs: Any, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+    """rsl-rl's ``check_nan``, extended to Inf (rsl-rl checks NaN only)."""
+    from robo_safe_rl.errors import NonFiniteError
+
+    for key, tensor in obs.items():
+        if not bool(torch.isfinite(tensor).all()):
+            raise NonFiniteError(
+                f"observation group '{key}' from the env holds NaN or Inf although SafeStep should have removed them; "
+                "is the env wrapped (safety.step.enabled)?"
+            )
+    if not bool(torch.isfinite(rewards).all()):
+        raise NonFiniteError("the rewards from the env hold NaN or Inf; is the env wrapped (safety.step.enabled)?")
+
+
+def _names(layers: list[str], shown: int = 4) -> str:
+    more = f" and {len(layers) - shown} more" if len(layers) > shown else ""
+    return ", ".join(layers[:shown]) + more if layers else "(no tensor named)"

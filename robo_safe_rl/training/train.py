@@ -73,6 +73,28 @@ def to_train_config(node: DictConfig) -> TrainConfig:
     return cfg
 
 
+def resolve_resume(path: str) -> Path:
+    """The checkpoint ``resume=`` names: the file itself, or a run directory's newest clean ``model_<iter>.pt``.
+
+    Raises:
+        ConfigError: If the path does not exist, or the directory holds no clean checkpoint.
+    """
+    from robo_safe_rl.checkpoint.report import inspect_run_dir
+
+    target = Path(path)
+    if target.is_file():
+        return target
+    if not target.is_dir():
+        raise ConfigError(f"invalid config value resume={path!r}: no such checkpoint file or run directory")
+    try:
+        report = inspect_run_dir(target)
+    except RoboSafeRLError as err:
+        raise ConfigError(f"invalid config value resume={path!r}: {err}") from err
+    if report.last_clean is None:
+        raise ConfigError(f"invalid config value resume={path!r}: the run directory holds no clean checkpoint")
+    return Path(report.last_clean.path)
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, numpy and torch (the env resets are seeded separately, per env)."""
     random.seed(seed)
@@ -93,6 +115,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     rank = int(os.environ.get("RANK", "0"))
     device = resolve_device(cfg.device)
     check_task_registered(cfg)
+    checkpoint = resolve_resume(cfg.resume) if cfg.resume is not None else None
     run_dir = Path(cfg.run_dir)
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -110,10 +133,12 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
             build_rsl_rl_cfg(cfg, str(run_dir)),
             log_dir=str(run_dir) if rank == 0 else None,
             device=device,
-            env_counters=vec_env.safety_counters,
-            env_faults=vec_env.faults_injected,
-            on_iteration_end=vec_env.set_iteration,
+            recovery=cfg.safety.recovery,
+            policy_faults=cfg.faults.policy,
         )
+        if checkpoint is not None:
+            runner.load(str(checkpoint))
+            log.info("resumed from %s at iteration %d", checkpoint, runner.next_iteration)
         # rsl-rl records the git state of rsl_rl's checkout; ours is the one that explains a run.
         runner.add_git_repo_to_log(str(Path(__file__).resolve()))
         runner.learn(num_learning_iterations=cfg.runner.max_iterations)

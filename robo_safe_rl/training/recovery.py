@@ -1,0 +1,156 @@
+"""Recovery: in-memory snapshots of the learning state, finite checks after an update, rollbacks.
+
+What the gradient guard cannot stop (a non-finite value that reached the weights, the normaliser buffers or the
+optimizer's moments by another path, or a policy emitting non-finite actions) is handled here: the learning state
+goes back to the last good snapshot, the learning rate is lowered, and after ``max_rollbacks`` rollbacks in a row
+without a new good snapshot the run stops with a message that names the commands that explain it.
+
+The state of one algorithm is its ``actor``, ``critic`` (normaliser buffers included: rsl-rl keeps them in the
+models' state dicts) and ``optimizer`` state dicts plus ``learning_rate``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from robo_safe_rl.checkpoint.io import find_nonfinite
+from robo_safe_rl.errors import RecoveryError
+
+log = logging.getLogger(__name__)
+
+
+def models(alg: Any) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The actor and critic modules whose state dicts are saved (rsl-rl keeps the uncompiled ones as ``_raw_*``)."""
+    return getattr(alg, "_raw_actor", alg.actor), getattr(alg, "_raw_critic", alg.critic)
+
+
+def learning_state_tensors(alg: Any) -> list[torch.Tensor]:
+    """Every floating tensor of the learning state: parameters, buffers and optimizer state."""
+    tensors = [t for model in models(alg) for t in model.state_dict().values()]
+    for state in alg.optimizer.state_dict()["state"].values():
+        tensors.extend(v for v in state.values() if isinstance(v, torch.Tensor))
+    return [t for t in tensors if t.is_floating_point()]
+
+
+def all_finite(tensors: list[torch.Tensor]) -> bool:
+    """Whether every element of every tensor is finite: one host-device synchronisation per device in all."""
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for t in tensors:
+        by_device.setdefault(t.device, []).append(torch.isfinite(t).all())
+    return all(bool(torch.stack(flags).all()) for flags in by_device.values())
+
+
+def nonfinite_layers(alg: Any) -> list[str]:
+    """Names of the tensors of the learning state that hold NaN or Inf (for messages and records)."""
+    actor, critic = models(alg)
+    state = {
+        "actor": actor.state_dict(),
+        "critic": critic.state_dict(),
+        "optimizer": alg.optimizer.state_dict()["state"],
+    }
+    return [row.name for row in find_nonfinite(state)]
+
+
+@dataclass
+class Snapshot:
+    """A deep copy of the learning state, taken at ``iteration`` (on the same device as the model)."""
+
+    iteration: int
+    actor: dict[str, torch.Tensor]
+    critic: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    learning_rate: float
+
+    @classmethod
+    def take(cls, alg: Any, iteration: int) -> Snapshot:
+        """Copy the current learning state of ``alg``."""
+        actor, critic = models(alg)
+        return cls(
+            iteration=iteration,
+            actor=copy.deepcopy(actor.state_dict()),
+            critic=copy.deepcopy(critic.state_dict()),
+            optimizer=copy.deepcopy(alg.optimizer.state_dict()),
+            learning_rate=float(alg.learning_rate),
+        )
+
+    def restore(self, alg: Any, lr_factor: float) -> float:
+        """Load this state into ``alg`` with the learning rate times ``lr_factor``; return the new rate."""
+        actor, critic = models(alg)
+        actor.load_state_dict(self.actor)
+        critic.load_state_dict(self.critic)
+        alg.optimizer.load_state_dict(copy.deepcopy(self.optimizer))
+        alg.learning_rate = self.learning_rate * lr_factor
+        for group in alg.optimizer.param_groups:
+            group["lr"] = alg.learning_rate
+        return alg.learning_rate
+
+
+class Recovery:
+    """Keeps the last good snapshot and performs bounded rollbacks.
+
+    Args:
+        lr_factor: Learning-rate factor applied at every rollback.
+        max_rollbacks: Rollbacks in a row without a new good snapshot before :class:`RecoveryError`.
+        run_dir: Named in the stop message (the commands to run on it).
+    """
+
+    def __init__(self, lr_factor: float, max_rollbacks: int, run_dir: str | None) -> None:
+        self.lr_factor = lr_factor
+        self.max_rollbacks = max_rollbacks
+        self.run_dir = run_dir or "<run_dir>"
+        self.snapshot: Snapshot | None = None
+        self.rollbacks = 0
+        self.in_a_row = 0
+
+    def take(self, alg: Any, iteration: int) -> None:
+        """Remember the current (checked, finite) state as the last good one."""
+        self.snapshot = Snapshot.take(alg, iteration)
+        self.in_a_row = 0
+
+    def rollback(self, alg: Any, iteration: int, what: str) -> dict[str, Any]:
+        """Restore the last good snapshot into ``alg`` and lower its learning rate.
+
+        Args:
+            alg: The algorithm (rsl-rl PPO or SafePPO).
+            iteration: The iteration at which the fault was found.
+            what: What was non-finite, for the record and the message.
+
+        Returns:
+            The event record (iteration, what, snapshot iteration, new learning rate, rollbacks in a row).
+
+        Raises:
+            RecoveryError: After ``max_rollbacks`` rollbacks in a row, or when no snapshot exists.
+        """
+        if self.snapshot is None or self.in_a_row >= self.max_rollbacks:
+            tried = f"{self.in_a_row} rollback(s) in a row" if self.snapshot is not None else "no good snapshot"
+            raise RecoveryError(
+                f"training stopped at iteration {iteration}: {what}; {tried} did not get past it. "
+                f"Find the last clean checkpoint with `python tools/inspect_checkpoint.py {self.run_dir}` and the "
+                f"env incidents and their causes with `python tools/diagnose.py {self.run_dir}`"
+            )
+        self.rollbacks += 1
+        self.in_a_row += 1
+        lr = self.snapshot.restore(alg, self.lr_factor**self.in_a_row)
+        log.warning(
+            "iteration %d: %s; rolled back to the snapshot of iteration %d with learning rate %.3g "
+            "(rollback %d in a row, at most %d)",
+            iteration,
+            what,
+            self.snapshot.iteration,
+            lr,
+            self.in_a_row,
+            self.max_rollbacks,
+        )
+        return {
+            "iteration": iteration,
+            "kind": "rollback",
+            "what": what,
+            "snapshot_iteration": self.snapshot.iteration,
+            "learning_rate": lr,
+            "in_a_row": self.in_a_row,
+        }

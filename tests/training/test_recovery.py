@@ -1,0 +1,176 @@
+"""Recovery: rollbacks on non-finite learning state or policy output, the stop message, resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.errors import RecoveryError
+from robo_safe_rl.training.env_builder import build_vec_env
+from robo_safe_rl.training.recovery import all_finite, learning_state_tensors
+from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
+from robo_safe_rl.training.runner import EVENTS_FILE, SafeRunner
+from robo_safe_rl.training.train import compose, main, to_train_config
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.save_interval=2"]
+
+
+def read_events(run_dir: Path) -> list[dict]:
+    path = run_dir / EVENTS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def make_runner(run_dir: Path, *overrides: str) -> SafeRunner:
+    cfg = to_train_config(compose([*SMALL, f"run_dir={run_dir}", *overrides]))
+    env = build_vec_env(cfg, str(run_dir))
+    return SafeRunner(env, build_rsl_rl_cfg(cfg, str(run_dir)), str(run_dir), "cpu", cfg.safety.recovery)
+
+
+def test_nonfinite_weights_after_an_update_roll_back_and_training_continues(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert (
+        main(
+            [
+                *SMALL,
+                "runner.max_iterations=4",
+                f"run_dir={run_dir}",
+                "faults.policy.nonfinite_weights_after_update=[1]",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["faults_injected"] == {"policy_weights_after_update": 1}
+    assert summary["safety"]["rollbacks"] == 1 and summary["safety"]["nonfinite_updates"] == 1
+    assert summary["safety"]["checkpoints_refused"] == 0
+    assert summary["iterations"] == 4  # the rolled-back attempt is repeated, not counted
+    final = torch.load(run_dir / "model_3.pt", weights_only=True)
+    assert all(torch.isfinite(t).all() for t in final["actor_state_dict"].values())
+    (event,) = read_events(run_dir)
+    assert event["kind"] == "rollback" and event["iteration"] == 1 and event["snapshot_iteration"] == 0
+    assert event["layers"][0] == "actor/mlp.0.weight"
+    # The learning rate after a rollback is the snapshot's times lr_factor (0.5).
+    assert event["learning_rate"] < 1e-3 + 1e-12
+
+
+def test_nonfinite_policy_output_never_reaches_an_env(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert (
+        main(
+            [
+                *SMALL,
+                "runner.max_iterations=3",
+                f"run_dir={run_dir}",
+                "faults.policy.nonfinite_weights_before_rollout=[1]",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["faults_injected"] == {"policy_weights_before_rollout": 1}
+    assert summary["safety"]["policy_fuse_trips"] == 1 and summary["safety"]["rollbacks"] == 1
+    # SafeStep, which sits in front of every env, never saw a non-finite action.
+    assert summary["safety"]["nonfinite_actions"] == 0
+    assert [e["kind"] for e in read_events(run_dir)] == ["rollback"]
+
+
+def test_nan_action_std_is_caught_by_the_fuse_not_by_torch(tmp_path: Path) -> None:
+    # rsl-rl switches distribution argument validation off; a NaN std then surfaces inside torch's sampler as
+    # "normal expects all elements of std >= 0.0". The fuse must see it first and roll back.
+    runner = make_runner(tmp_path / "run")
+    runner.learn(1)
+    with torch.no_grad():
+        runner.alg.actor.distribution.std_param.fill_(float("nan"))
+    runner.learn(2)
+    assert runner.counters["policy_fuse_trips"] == 1 and runner.recovery.rollbacks == 1
+    assert all_finite(learning_state_tensors(runner.alg))
+    runner.env.close()
+
+
+def test_repeated_failures_stop_with_the_promised_message(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    runner = make_runner(run_dir, "safety.recovery.max_rollbacks=2")
+
+    def poison_every_update(alg: object, iteration: int) -> None:
+        with torch.no_grad():
+            next(alg.actor.parameters()).view(-1)[0] = float("nan")
+
+    runner.policy_faults.after_update = poison_every_update  # a fault that recurs at every attempt
+    with pytest.raises(RecoveryError) as caught:
+        runner.learn(3)
+    message = str(caught.value)
+    assert "training stopped at iteration 0" in message and "2 rollback(s) in a row" in message
+    assert f"python tools/inspect_checkpoint.py {run_dir}" in message
+    assert f"python tools/diagnose.py {run_dir}" in message
+    assert [e["kind"] for e in read_events(run_dir)] == ["rollback", "rollback", "recovery_failed"]
+    runner.env.close()
+
+
+def test_recovery_off_stops_at_once_with_exit_1_and_a_summary(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    code = main(
+        [
+            *SMALL,
+            "runner.max_iterations=4",
+            f"run_dir={run_dir}",
+            "safety.recovery.enabled=false",
+            "faults.policy.nonfinite_weights_after_update=[2]",
+        ]
+    )
+    assert code == 1
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped" and "RecoveryError" in summary["error"]
+    assert summary["iterations"] == 2 and summary["last_clean_checkpoint"] == str(run_dir / "model_0.pt")
+
+
+def test_resume_after_sigkill_loses_at_most_save_interval(tmp_path: Path) -> None:
+    run_dir = tmp_path / "killed"
+    cmd = [sys.executable, "tools/train.py", *SMALL, "runner.max_iterations=1000", f"run_dir={run_dir}"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "model_6.pt").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "training did not reach model_6.pt"
+            time.sleep(0.05)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    saved = sorted(int(p.stem.split("_")[1]) for p in run_dir.glob("model_*.pt"))
+    newest = saved[-1]
+    assert newest >= 6
+    checkpoint = torch.load(run_dir / f"model_{newest}.pt", weights_only=True)
+
+    resumed = tmp_path / "resumed"
+    runner = make_runner(resumed, f"resume={run_dir}")
+    # The run directory's newest clean checkpoint is taken, with optimizer state and iteration counter.
+    from robo_safe_rl.training.train import resolve_resume
+
+    runner.load(str(resolve_resume(str(run_dir))))
+    assert runner.next_iteration == newest + 1
+    actor = runner.alg.actor.state_dict()
+    assert all(torch.equal(actor[k], checkpoint["actor_state_dict"][k]) for k in actor)
+    assert (
+        runner.alg.optimizer.state_dict()["state"][0]["step"] == checkpoint["optimizer_state_dict"]["state"][0]["step"]
+    )
+    runner.env.close()
+
+    assert main([*SMALL, "runner.max_iterations=2", f"run_dir={resumed}", f"resume={run_dir}"]) == 0
+    assert (resumed / f"model_{newest + 2}.pt").exists()
+    summary = json.loads((resumed / "summary.json").read_text())
+    assert summary["iterations"] == 2
+
+
+def test_resume_of_a_missing_path_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*SMALL, f"run_dir={tmp_path / 'run'}", f"resume={tmp_path / 'nowhere'}"]) == 2
+    assert "resume=" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
