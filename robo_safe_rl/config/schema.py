@@ -105,6 +105,11 @@ class AlgoConfig:
     std_max: float = 1.0e6
     obs_normalization: bool = False
     """Running mean/std normalisation of actor and critic inputs (rsl-rl's ``EmpiricalNormalization``)."""
+    obs_clip: float | None = None
+    """Clamp the (normalised) network input to ``[-obs_clip, obs_clip]``; ``None`` leaves it alone."""
+    reward_clip: float | None = None
+    """Clamp each step's reward to ``[-reward_clip, reward_clip]`` before PPO sees it (episode returns in the logs
+    stay unclipped); ``None`` leaves rewards alone."""
 
     def __post_init__(self) -> None:
         _finite_in("algo.learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
@@ -135,6 +140,9 @@ class AlgoConfig:
         _finite_in("algo.init_std", self.init_std, 0.0, 1.0e3, low_open=True)
         _finite_in("algo.std_min", self.std_min, 0.0, 1.0e6, low_open=True)
         _finite_in("algo.std_max", self.std_max, self.std_min, 1.0e6, low_open=True)
+        for key in ("obs_clip", "reward_clip"):
+            if getattr(self, key) is not None:
+                _finite_in(f"algo.{key}", getattr(self, key), 0.0, 1.0e9, low_open=True)
 
 
 @dataclass

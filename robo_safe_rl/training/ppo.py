@@ -5,14 +5,20 @@ rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.pp
 Inside ``PPO.update()`` each mini-batch runs ``zero_grad -> loss.backward() -> [reduce_parameters] -> clip ->
 step -> .item() of the loss terms``; SafePPO hooks in at exactly those points:
 
-- the optimizer is a :class:`~robo_safe_rl.safety.grad_guard.GuardedOptimizer`: ``zero_grad`` opens a tap that sees
-  ``loss.backward()`` and checks loss and gradients right after it (before the all-reduce and the clip); ``step``
-  applies or skips; a skipped step also restores the adaptive learning rate of before the mini-batch;
+- the guard's gradient hooks check the gradients at the end of ``loss.backward()``, before the all-reduce and the
+  clip; the optimizer is a :class:`~robo_safe_rl.safety.grad_guard.GuardedOptimizer` whose ``step`` applies or
+  skips; a skipped step also puts back the adaptive learning rate of before the mini-batch;
 - ``reduce_parameters`` (multi-process) first agrees on the decision across ranks and never all-reduces poisoned
   gradients;
-- during ``update()`` the storage's mini-batch generators pass through SafePPO, which marks mini-batch boundaries,
-  injects scheduled faults, and collects each mini-batch's logged loss terms (a tap on ``Tensor.item`` between
-  ``step`` and the next mini-batch), so the returned mean losses leave out skipped mini-batches.
+- during ``update()`` the storage's mini-batch generators pass through SafePPO, which marks mini-batch boundaries and
+  injects scheduled faults. After a mini-batch with a non-finite value (only then), a tap on ``Tensor.item`` reads
+  the loss terms rsl-rl logs, for the message, and hands rsl-rl a 0 for those of a skipped mini-batch; ``update()``
+  then rescales rsl-rl's means by ``N / (N - skipped)``, so they are the means over the applied mini-batches.
+
+A non-finite loss is caught through its gradients: each of PPO's loss terms back-propagates its NaN/Inf (a NaN
+advantage, return, value or log-prob puts a NaN into the gradients of the network it came from), and a loss whose
+gradients are finite cannot corrupt the weights. ``loss_nonfinite`` counts the caught mini-batches whose logged loss
+terms were not finite.
 """
 
 from __future__ import annotations
@@ -31,7 +37,14 @@ from tensordict import TensorDict
 
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg, GuardMode
 from robo_safe_rl.errors import ConfigError, NonFiniteError
-from robo_safe_rl.safety.grad_guard import COUNTER_KEYS, CallTap, GradGuard, GuardedOptimizer, sum_over_ranks
+from robo_safe_rl.safety.grad_guard import (
+    COUNTER_KEYS,
+    CallTap,
+    GradEvent,
+    GradGuard,
+    GuardedOptimizer,
+    sum_over_ranks,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,13 +87,12 @@ def _plain(value: Any) -> Any:
 class SafePPO(PPO):
     """PPO whose optimizer never applies a NaN/Inf gradient (``safety.grad_guard``), with a gradient fire drill.
 
-    Besides rsl-rl's PPO arguments it takes ``grad_guard`` (:class:`GradGuardCfg` or dict), ``grad_faults``
-    (:class:`GradFaultCfg` or dict) and ``dump_dir`` (the run directory, for ``raise`` mode's dump). With no
-    non-finite value a guarded run is bitwise identical to plain PPO with the same seed: the guard only reads.
+    With no non-finite value a guarded run is bitwise identical to plain PPO with the same seed: the guard only reads.
 
-    For the runner: set :attr:`current_iteration` before each ``update()`` (else it counts updates itself); after
-    it, log :meth:`iteration_metrics` under ``Safety/``; at the end put :attr:`safety_counters` and
-    :attr:`faults_injected` into summary.json. Under multi-process training every rank must call ``update()``.
+    For the runner: optionally set :attr:`current_iteration` before each ``update()`` (else it counts updates) and
+    :attr:`dump_dir`; after ``update()`` log :meth:`iteration_metrics` under ``Safety/``; at the end put
+    :attr:`safety_counters` and :attr:`faults_injected` into summary.json. Under multi-process training every rank
+    calls ``update()`` (it holds collectives), and all counters are already summed over ranks.
     """
 
     def __init__(
@@ -99,9 +111,9 @@ class SafePPO(PPO):
         critic: Critic model.
         storage: Rollout storage.
         *args: rsl-rl PPO's positional arguments.
-        grad_guard: The guard's config; None means the defaults (mode ``skip``).
-        grad_faults: Faults to inject; None means none.
-        dump_dir: Where ``raise`` mode writes its dump; None writes none.
+        grad_guard: ``safety.grad_guard``; None means the defaults (mode ``skip``).
+        grad_faults: ``faults.grad``; None means no fault.
+        dump_dir: Where ``raise`` mode writes its dump (the run directory); None writes none.
         **kwargs: rsl-rl PPO's keyword arguments (``device``, ``multi_gpu_cfg``, ``learning_rate``, ...).
 
         Raises:
@@ -109,48 +121,45 @@ class SafePPO(PPO):
         """
         self.guard_cfg = GradGuardCfg.from_value(grad_guard)
         self.fault_cfg = GradFaultCfg.from_value(grad_faults)
-        if kwargs.get("rnd_cfg") and self.guard_cfg.mode is not GuardMode.off:
+        mode = self.guard_cfg.mode
+        if kwargs.get("rnd_cfg") and mode is not GuardMode.off:
             raise ConfigError(
-                "safety.grad_guard.mode: the guard does not cover RND's separate optimizer; "
-                f"got mode {self.guard_cfg.mode.name} with algorithm.rnd_cfg set. Hint: set mode=off or drop rnd_cfg"
+                f"safety.grad_guard.mode={mode.name} with algorithm.rnd_cfg set: the guard does not cover RND's own "
+                "optimizer. Hint: set safety.grad_guard.mode=off or drop rnd_cfg"
             )
         self.guard: GradGuard | None = None
         super().__init__(actor, critic, storage, *args, **kwargs)
         self.dump_dir = None if dump_dir is None else os.fspath(dump_dir)
         self.current_iteration = 0
-        """Iteration number used for fault schedules and messages; the runner may set it before ``update()``."""
+        """Iteration number for fault schedules and messages; counts updates, or is set by the runner."""
         self.safety_counters: dict[str, int] = dict.fromkeys(COUNTER_KEYS, 0)
         """Cumulative event counts over all ranks (for summary.json)."""
         self.faults_injected: dict[str, int] = {}
-        """Cumulative injected-fault counts over all ranks, by kind, only kinds that occurred (for summary.json)."""
-        self._metrics: dict[str, float] = {}
+        """Cumulative injected faults over all ranks, by kind (``grad_nonfinite``, ``loss_nonfinite``), only kinds
+        that occurred (for summary.json)."""
         named = [("actor." + n, p) for n, p in self._raw_actor.named_parameters()]
         named += [("critic." + n, p) for n, p in self._raw_critic.named_parameters()]
-        if self.guard_cfg.mode is not GuardMode.off:
-            mode = self.guard_cfg.mode
-            self.guard = GradGuard(named, mode, world_size=self.gpu_world_size, keep_grads=mode is GuardMode["raise"])
+        if mode is not GuardMode.off:
+            raising = mode is GuardMode["raise"]
+            self.guard = GradGuard(named, mode, world_size=self.gpu_world_size, keep_grads=raising)
             self.optimizer = self.optimizer  # the setter wraps it
-        self._item_tap = CallTap(torch.Tensor.item, lambda _args, result: self._terms.append(float(result)))
         self._grad_fault: tuple[torch.nn.Parameter, tuple[int, ...]] | None = None
         if self.fault_cfg.enabled:
             self._grad_fault = self._resolve_fault_target(dict(named))
             self._grad_fault[0].register_post_accumulate_grad_hook(self._inject_grad)
+        self._item_tap = CallTap(torch.Tensor.item, self._on_item)
+        self._metrics: dict[str, float] = {}
         self._injected = [0, 0]  # this update's [gradient, loss] injections on this rank
-        self._grad_armed = False
-        self._in_update = False
-        self._mb_open = False
+        self._grad_armed = self._in_update = self._mb_open = self._zero_items = False
         self._terms: list[float] = []
-        self._records: list[tuple[bool, list[float]]] = []  # (skipped, loss terms) per mini-batch of this update
-        self._raise_pending = False
         self._mb, self._update_index, self._batch, self._lr_before = -1, -1, None, self.learning_rate
-        self._events = 0
-        self._capture_ok = True
-        self._warned_late = False
+        self._skipped = self._events = 0
+        self._warned: set[str] = set()
 
     # The setter keeps the guard in front of any optimizer assigned later (PPO.__init__, a runner's rollback).
     @property
     def optimizer(self) -> Any:
-        """The optimizer; a :class:`GuardedOptimizer` around the real one when the guard is on."""
+        """The optimizer: a :class:`GuardedOptimizer` around rsl-rl's when the guard is on."""
         return self._optimizer
 
     @optimizer.setter
@@ -160,31 +169,32 @@ class SafePPO(PPO):
         self._optimizer = optimizer
 
     def iteration_metrics(self) -> dict[str, float]:
-        """Metrics of the last ``update()`` (tag names without the ``Safety/`` prefix), already on the host.
+        """Metrics of the last ``update()``, summed over ranks (tag names without ``Safety/``), no sync needed.
 
-        Keys: ``grad_nonfinite_steps`` (mini-batches with a NaN/Inf loss or gradient on any rank),
-        ``grad_steps_skipped``, ``grad_steps_zeroed``, ``grad_nonfinite_elements`` (summed over ranks),
-        ``loss_nonfinite``, ``grad_norm_preclip`` / ``grad_norm_preclip_max`` (mean / max over applied steps of the
-        actor+critic gradient norm that clipping saw; absent when no step was applied) and, during a drill,
-        ``faults_grad_nonfinite`` / ``faults_loss_nonfinite``. Empty with mode ``off`` and no drill.
+        Keys: ``grad_nonfinite_steps`` (mini-batches with a NaN/Inf gradient on any rank), ``grad_steps_skipped``,
+        ``grad_steps_zeroed``, ``grad_nonfinite_elements``, ``loss_nonfinite``; ``grad_norm_preclip`` and
+        ``grad_norm_preclip_max`` (mean and max over applied steps of the actor+critic gradient norm that clipping
+        saw; absent when no step was applied); and during a drill ``faults_grad_nonfinite`` and
+        ``faults_loss_nonfinite``. Empty with mode ``off`` and no drill.
         """
         return dict(self._metrics)
 
     def update(self) -> dict[str, float]:
-        """One PPO update, guarded. Returns rsl-rl's mean losses, over the mini-batches that were applied.
+        """One PPO update, guarded: rsl-rl's mean losses, over the mini-batches that were applied.
 
-        When no mini-batch was skipped the dict is exactly rsl-rl's. When all were, the loss keys are left out
-        (nothing was learned; a 0 or a NaN would mislead).
+        When no mini-batch was skipped the dict is exactly rsl-rl's; when all were, the loss keys are left out
+        (nothing was learned, and a 0 or a NaN would mislead).
 
         Raises:
-            NonFiniteError: In ``raise`` mode, at the first mini-batch with a non-finite loss or gradient.
+            NonFiniteError: In ``raise`` mode, at the first mini-batch with a non-finite gradient on any rank.
         """
         if self.guard is None and self._grad_fault is None:
             loss_dict = super().update()
             self.current_iteration += 1
             return loss_dict
-        storage, self.storage = self.storage, _BatchStream(self.storage, self._guarded_batches)  # type: ignore[assignment]
-        self._records, self._injected, self._in_update = [], [0, 0], True
+        storage = self.storage
+        self.storage = _BatchStream(storage, self._guarded_batches)  # type: ignore[assignment]  # read-only view
+        self._injected, self._skipped, self._in_update = [0, 0], 0, True
         if self.guard is not None:
             self.guard.watch_backward = True
         try:
@@ -195,15 +205,22 @@ class SafePPO(PPO):
             self._item_tap.close()
             if self.guard is not None:
                 self.guard.watch_backward = False
-                self.guard.backward_tap.close()
         self._end_update()
         self.current_iteration += 1
-        return self._mean_losses(loss_dict)
+        if not self._skipped:
+            return loss_dict
+        # rsl-rl summed a 0 for each loss term of a skipped mini-batch and divided by all N mini-batches.
+        total = self.num_learning_epochs * self.num_mini_batches
+        keys = self._loss_keys()
+        result = {k: v for k, v in loss_dict.items() if k not in keys}
+        if self._skipped < total:
+            result.update({k: loss_dict[k] * total / (total - self._skipped) for k in keys if k in loss_dict})
+        return result
 
     def reduce_parameters(self) -> None:
-        """All-reduce gradients, after all ranks agreed that no rank holds a NaN/Inf (else nothing is reduced)."""
+        """All-reduce the gradients once all ranks agreed that none holds a NaN/Inf; otherwise reduce nothing."""
         if self.guard is not None and not self.guard.agree():
-            return  # every rank skips this step; poisoned gradients never enter the all-reduce
+            return  # every rank skips this step; the poisoned gradients never enter the all-reduce
         super().reduce_parameters()
         if self.guard is not None:
             self.guard.measure_norm()
@@ -211,50 +228,74 @@ class SafePPO(PPO):
     # ---- mini-batch boundaries ---------------------------------------------------------------------------------
     def _guarded_batches(self, batches: Iterator[Any]) -> Iterator[Any]:
         per_update = self.num_learning_epochs * self.num_mini_batches
-        for k, batch in enumerate(batches):
-            self._end_minibatch()
-            update = self.current_iteration * per_update + k
-            self._mb, self._update_index, self._batch = k, update, batch
-            self._lr_before, self._terms, self._mb_open = self.learning_rate, [], True
+        batches, k = iter(batches), -1
+        while True:
+            self._end_minibatch()  # first: the item tap must not be open while the next batch is sliced
+            batch = next(batches, None)
+            if batch is None:
+                return
+            k += 1
+            self._mb, self._update_index, self._batch = k, self.current_iteration * per_update + k, batch
+            self._lr_before, self._mb_open = self.learning_rate, True
             if self._grad_fault is not None and self._rank_injects():
-                self._grad_armed = self.fault_cfg.grad_due(update)
-                if self.fault_cfg.loss_due(update):
-                    # A NaN return makes the value loss, hence the loss, NaN through rsl-rl's own code. The batch
-                    # holds a copy (or a view, for recurrent batches): clone before writing.
+                self._grad_armed = self.fault_cfg.grad_due(self._update_index)
+                if self.fault_cfg.loss_due(self._update_index):
+                    # A NaN return makes the value loss, hence the loss, NaN through rsl-rl's own code. Recurrent
+                    # batches are views into the storage: write into a copy.
                     batch.returns = batch.returns.clone()
                     batch.returns.view(-1)[0] = math.nan
                     self._injected[1] += 1
             yield batch
-        self._end_minibatch()
 
     def _after_step(self, applied: bool) -> None:
         guard = self.guard
         if not self._in_update or guard is None:
             return
+        if guard.checked_late:
+            self._warn_once("late", "grad guard: no backward seen; gradients were checked in step(), after clipping")
+        if not guard.last_nonfinite:
+            return
         if not applied:
             # rsl-rl adapted the learning rate from this mini-batch's KL before backward; a skipped mini-batch
-            # leaves everything as it was, so the rate goes back too.
+            # leaves everything as it was, the rate included.
             self.learning_rate = self._lr_before
             for group in self.optimizer.param_groups:
                 group["lr"] = self._lr_before
-        if guard.checked_late and not self._warned_late:
-            self._warned_late = True
-            logger.warning("grad guard: loss.backward() was not seen; gradients are checked in step(), after clipping")
-        if guard.last_nonfinite:
-            self._events += 1
-            self._raise_pending = guard.mode is GuardMode["raise"]
-            if not self._raise_pending and (self._events <= _LOG_FIRST or self._events % _LOG_EVERY == 0):
-                logger.warning("grad guard: %s; %s", self._describe(), "skipped" if guard.last_skipped else "zeroed")
-        self._item_tap.open()
+            self._skipped += 1
+        self._terms, self._zero_items = [], not applied
+        self._item_tap.open()  # update() reads the loss terms next; the tap holds them until the next mini-batch
+
+    def _on_item(self, _args: tuple[Any, ...], value: Any) -> Any:
+        self._terms.append(float(value))
+        return type(value)(0) if self._zero_items else value
 
     def _end_minibatch(self) -> None:
         if not self._mb_open:
             return
         self._mb_open = False
         self._item_tap.close()
-        self._records.append((self.guard is not None and self.guard.last_skipped, self._terms))
-        if self._raise_pending:
+        guard = self.guard
+        if guard is None or not guard.last_nonfinite:
+            return
+        if len(self._terms) != len(self._loss_keys()):
+            self._warn_once("terms", f"grad guard: read {len(self._terms)} loss terms, expected {self._loss_keys()}")
+        if not all(math.isfinite(t) for t in self._terms):
+            guard.note_loss_nonfinite()
+        self._events += 1
+        if guard.mode is GuardMode["raise"]:
             self._raise_nonfinite()
+        if self._events <= _LOG_FIRST or self._events % _LOG_EVERY == 0:
+            action = "step skipped" if guard.last_skipped else "elements zeroed, step applied"
+            logger.warning("grad guard: %s; %s (event %d)", self._describe(), action, self._events)
+
+    def _loss_keys(self) -> list[str]:
+        """rsl-rl's loss-dict keys in the order update() reads them with .item() (RND is refused with the guard)."""
+        return ["value", "surrogate", "entropy"] + (["symmetry"] if self.symmetry else [])
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message)
 
     # ---- faults ------------------------------------------------------------------------------------------------
     def _rank_injects(self) -> bool:
@@ -265,30 +306,28 @@ class SafePPO(PPO):
         name = self.fault_cfg.param or next((n for n in trainable if n.startswith("actor.")), None)
         if name not in trainable:
             raise ConfigError(f"faults.grad.param: unknown or frozen parameter {name!r}; valid: {trainable}")
-        param = named[name]
-        if self.fault_cfg.element >= param.numel():
-            raise ConfigError(
-                f"faults.grad.element: {self.fault_cfg.element} is out of range for {name} ({param.numel()} elements)"
-            )
-        return param, tuple(int(i) for i in np.unravel_index(self.fault_cfg.element, tuple(param.shape)))
+        param, element = named[name], self.fault_cfg.element
+        if element >= param.numel():
+            raise ConfigError(f"faults.grad.element: {element} is out of range for {name} ({param.numel()} elements)")
+        return param, tuple(int(i) for i in np.unravel_index(element, tuple(param.shape)))
 
     def _inject_grad(self, param: torch.Tensor) -> None:
-        # Runs during backward, like any gradient hook, so the guard meets the value where a real one would arise.
+        # A gradient hook, run during backward: the guard meets the value where a real one would arise.
         if self._grad_armed and param.grad is not None and self._grad_fault is not None:
             self._grad_armed = False
             param.grad[self._grad_fault[1]] = self.fault_cfg.value
             self._injected[0] += 1
 
-    # ---- accounting --------------------------------------------------------------------------------------------
+    # ---- accounting and raise mode -----------------------------------------------------------------------------
     def _end_update(self) -> None:
+        """Per-update metrics and counters, summed over ranks (one small all-reduce when distributed)."""
         if self.guard is not None:
             metrics, injected = self.guard.end_iteration(self._injected)
             self.safety_counters = dict(self.guard.totals)
         else:
-            metrics = {}
-            injected = self._injected
+            metrics, injected = {}, list(self._injected)
             if self.gpu_world_size > 1:
-                injected = [int(v) for v in sum_over_ranks(self._injected, self.device)]
+                injected = [int(v) for v in sum_over_ranks(injected, self.device)]
         for key, count in zip(("grad_nonfinite", "loss_nonfinite"), injected, strict=True):
             if count:
                 self.faults_injected[key] = self.faults_injected.get(key, 0) + count
@@ -296,59 +335,32 @@ class SafePPO(PPO):
                 metrics[f"faults_{key}"] = count
         self._metrics = metrics
 
-    def _mean_losses(self, loss_dict: dict[str, float]) -> dict[str, float]:
-        keys = self._loss_keys()
-        records = self._records
-        if self.guard is None or not self._capture_ok:
-            return loss_dict
-        # The captured terms of the applied mini-batches, summed in rsl-rl's order: on a clean update the means equal
-        # rsl-rl's bitwise, which checks that the capture still matches rsl-rl's update().
-        means = [sum(col) / len(col) for col in zip(*(terms for skipped, terms in records if not skipped), strict=True)]
-        clean = not any(skipped for skipped, _ in records)
-        if any(len(terms) != len(keys) for _, terms in records) or (
-            clean and any(loss_dict.get(k) != m for k, m in zip(keys, means, strict=True))
-        ):
-            self._capture_ok = False
-            logger.warning("grad guard: loss terms not captured as expected; logged means include skipped mini-batches")
-            return loss_dict
-        if clean:
-            return loss_dict
-        result = {k: v for k, v in loss_dict.items() if k not in keys}
-        result.update(zip(keys, means, strict=False))  # keys without an applied mini-batch are left out
-        return result
-
-    def _loss_keys(self) -> list[str]:
-        """rsl-rl's loss-dict keys in the order update() calls .item() on them (RND is refused with the guard)."""
-        return ["value", "surrogate", "entropy"] + (["symmetry"] if self.symmetry else [])
-
-    # ---- raise mode --------------------------------------------------------------------------------------------
     def _describe(self) -> str:
-        guard = self.guard
-        event = guard.last_event if guard is not None else None
+        event = self.guard.last_event if self.guard is not None else None
         where = f"iteration {self.current_iteration}, mini-batch {self._mb} (update {self._update_index})"
         if self.gpu_world_size > 1:
             where += f", rank {self.gpu_global_rank}"
         if event is None:
-            return f"non-finite loss or gradient on another rank in {where}"
-        loss = "unknown" if event.loss is None else f"{event.loss:.6g}"
-        what = f"{event.nonfinite_elements} non-finite gradient element(s), first in {event.first_param}"
-        return f"{what}, loss {loss}, in {where}"
+            what = "a non-finite loss or gradient on another rank"
+        elif event.nonfinite_elements:
+            what = f"{event.nonfinite_elements} non-finite gradient element(s), the first in {event.first_param},"
+        else:
+            what = "a non-finite loss"
+        terms = ", ".join(f"{k} {v:.6g}" for k, v in zip(self._loss_keys(), self._terms, strict=False))
+        return f"{what} in {where}; loss terms: {terms or 'not read'}"
 
     def _raise_nonfinite(self) -> None:
-        self._raise_pending = False
-        self._end_update()  # all ranks raise at this same point, so the collective in it is safe
-        keys = self._loss_keys()
-        terms = ", ".join(f"{k} {v:.6g}" for k, v in zip(keys, self._terms, strict=False))
+        self._end_update()  # every rank raises at this same mini-batch, so the collective in it is safe
         event = self.guard.last_event if self.guard is not None else None
-        dump = self._write_dump(event, dict(zip(keys, self._terms, strict=False))) if event is not None else None
+        dump = self._write_dump(event) if event is not None else None
         raise NonFiniteError(
-            f"grad guard (mode raise): {self._describe()}; loss terms: {terms or 'not captured'}. "
+            f"grad guard (mode raise): {self._describe()}. "
             "The step was not applied: weights and optimizer state are those before this mini-batch. "
             + (f"Dump: {dump} (torch.load(path, weights_only=True)). " if dump else "No dump written. ")
             + "Hint: safety.grad_guard.mode=skip contains such mini-batches and keeps training."
         )
 
-    def _write_dump(self, event: Any, terms: dict[str, float]) -> str | None:
+    def _write_dump(self, event: GradEvent) -> str | None:
         if not self.guard_cfg.dump_on_raise or self.dump_dir is None:
             return None
         suffix = f"_rank{self.gpu_global_rank}" if self.gpu_world_size > 1 else ""
@@ -360,8 +372,7 @@ class SafePPO(PPO):
             "rank": self.gpu_global_rank,
             "first_param": event.first_param,
             "nonfinite_elements": event.nonfinite_elements,
-            "loss": event.loss,
-            "loss_terms": terms,
+            "loss_terms": dict(zip(self._loss_keys(), self._terms, strict=False)),
             "batch": _plain(vars(self._batch)),
             "nonfinite_grads": _plain(event.grads or {}),
             "actor_state_dict": _plain(self._raw_actor.state_dict()),
@@ -369,7 +380,6 @@ class SafePPO(PPO):
             "optimizer_state_dict": _plain(self.optimizer.state_dict()),
         }
         os.makedirs(self.dump_dir, exist_ok=True)
-        tmp = path + ".tmp"
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
+        torch.save(payload, path + ".tmp")
+        os.replace(path + ".tmp", path)
         return path

@@ -15,6 +15,8 @@ from robo_safe_rl.config.schema import TrainConfig
 #: rsl-rl resolves ``class_name`` strings; ours are fully qualified so no name search happens.
 SAFE_PPO = "robo_safe_rl.training.ppo:SafePPO"
 PLAIN_PPO = "rsl_rl.algorithms:PPO"
+#: rsl-rl's MLPModel plus clipping of the normalised input (a no-op with ``obs_clip=None``).
+MODEL = "robo_safe_rl.training.models:ClippedMLPModel"
 
 
 def _plain(value: Any) -> Any:
@@ -71,15 +73,18 @@ def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
         "logger": "tensorboard",
         "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
         "algorithm": algorithm,
+        "reward_clip": algo.reward_clip,
         "actor": {
-            "class_name": "rsl_rl.models:MLPModel",
+            "class_name": MODEL,
+            "obs_clip": algo.obs_clip,
             "hidden_dims": list(algo.actor_hidden_dims),
             "activation": algo.activation,
             "obs_normalization": algo.obs_normalization,
             "distribution_cfg": distribution,
         },
         "critic": {
-            "class_name": "rsl_rl.models:MLPModel",
+            "class_name": MODEL,
+            "obs_clip": algo.obs_clip,
             "hidden_dims": list(algo.critic_hidden_dims),
             "activation": algo.activation,
             "obs_normalization": algo.obs_normalization,

@@ -187,6 +187,7 @@ class SafeRunner(OnPolicyRunner):
             self.alg.broadcast_parameters()
         self.logger.init_logging_writer()
 
+        reward_clip = self.cfg.get("reward_clip")
         start_it = self.next_iteration
         total_it = start_it + num_learning_iterations
         if all_finite(learning_state_tensors(self.alg)):  # else keep the snapshot an earlier learn() left
@@ -217,8 +218,11 @@ class SafeRunner(OnPolicyRunner):
                     if self.cfg.get("check_for_nan", True):
                         _check_env_outputs(obs, rewards, dones)
                     obs, rewards, dones = (obs.to(self.device), rewards.to(self.device), dones.to(self.device))
-                    self.alg.process_env_step(obs, rewards, dones, extras)
+                    # The logger sees the env's rewards; PPO sees them clipped when a preset asks for it.
                     self.logger.process_env_step(rewards, dones, extras, None)
+                    if reward_clip is not None:
+                        rewards = rewards.clamp(-reward_clip, reward_clip)
+                    self.alg.process_env_step(obs, rewards, dones, extras)
                 collect_time = time.time() - start
                 start = time.time()
                 fuse_tripped = self._agree(fuse_tripped)
