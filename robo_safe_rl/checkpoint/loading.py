@@ -12,6 +12,7 @@ import contextlib
 import pickle
 import pickletools
 import re
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -72,7 +73,11 @@ class LoadedCheckpoint:
         if self._safetensors is not None:
             for name in self._safetensors.keys():  # noqa: SIM118 - safe_open handles are not mappings
                 if skip is None or not skip(name):
-                    yield name, self._safetensors.get_tensor(name)
+                    try:
+                        tensor = self._safetensors.get_tensor(name)
+                    except (SafetensorError, OSError, ValueError) as err:
+                        raise CheckpointError(f"{self.path}: cannot read tensor {name} ({_first_line(err)})") from err
+                    yield name, tensor
             return
         for name, tensor in walk_tensors(self._obj):
             if skip is None or not skip(name):
@@ -149,8 +154,7 @@ def _check_zip(path: Path) -> None:
             infos = archive.infolist()
     except (zipfile.BadZipFile, OSError) as err:
         raise CheckpointError(
-            f"{path}: truncated or corrupt: not a complete zip archive ({err}); "
-            "a write that was interrupted leaves files like this"
+            f"{path}: truncated or corrupt: a zip archive without its end record, as an interrupted write leaves"
         ) from err
     names = [info.filename for info in infos]
     if any(name.endswith("/constants.pkl") for name in names):
@@ -166,7 +170,10 @@ def _check_zip(path: Path) -> None:
 
 def _torch_load(path: Path, fmt: Format, *, mmap: bool) -> Any:
     try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        # torch warns about pickle protocols and legacy files; the one line the user gets is the error, if any.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         raise CheckpointError(f"{path}: {_explain_unpickling(path, fmt, err)}") from err
     except Exception as err:  # torch raises RuntimeError, EOFError, KeyError, OSError... on damaged files
@@ -188,12 +195,15 @@ def _explain_unpickling(path: Path, fmt: Format, err: pickle.UnpicklingError) ->
     if pickles is None:
         return "truncated or corrupt: the pickle stream ends before it is complete"
     magic_is_torch = pickles[0].first_int == _TORCH_LEGACY_MAGIC
+    if magic_is_torch and len(pickles) < _LEGACY_PICKLES:
+        return "truncated: the torch pickle stream ends before the saved object"
     called = [name for p in (pickles if magic_is_torch else pickles[:1]) for name in p.globals]
     named = re.findall(r"GLOBAL ([\w.]+)", inner)
     if magic_is_torch and named:
         return _refusal(named)
     if not magic_is_torch and called:
-        return _refusal(called)
+        shown = ", ".join(dict.fromkeys(called))
+        return f"refused: a plain pickle, not written by torch.save, and loading it would run code ({shown})"
     if not magic_is_torch:
         return "not a checkpoint: a plain pickle, not written by torch.save"
     return f"not a loadable checkpoint ({inner})"
@@ -201,7 +211,10 @@ def _explain_unpickling(path: Path, fmt: Format, err: pickle.UnpicklingError) ->
 
 def _refusal(names: list[str]) -> str:
     shown = ", ".join(dict.fromkeys(names))
-    return f"refused: loading it would run code ({shown}); nothing from the file was executed"
+    return (
+        f"refused: loading it would run code that the weights-only loader does not allow ({shown}); "
+        "nothing from the file was executed"
+    )
 
 
 @dataclass
@@ -211,20 +224,23 @@ class _PickleScan:
 
 
 def _scan_pickles(path: Path, count: int) -> list[_PickleScan] | None:
-    """Disassemble up to ``count`` consecutive pickles without executing them; ``None`` if the stream is cut short.
+    """Disassemble up to ``count`` consecutive pickles without executing them; ``None`` if one is cut short.
 
-    Only the opcodes are read (``pickletools.genops``), so no global is imported and nothing is called.
+    Only the opcodes are read (``pickletools.genops``), so no global is imported and nothing is called. The scan
+    stops early, without error, at the end of the file.
     """
     scans: list[_PickleScan] = []
     with path.open("rb") as f:
-        for _ in range(count):
+        for index in range(count):
+            if index and not f.peek(1):
+                break
             first_int: int | None = None
             names: list[str] = []
             strings: list[str] = []
             try:
                 for opcode, arg, _pos in pickletools.genops(f):
-                    if opcode.name in ("LONG1", "LONG4", "INT", "BININT", "LONG") and first_int is None:
-                        first_int = int(arg)
+                    if opcode.name in ("INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4"):
+                        first_int = int(arg) if first_int is None else first_int
                     elif isinstance(arg, str) and "UNICODE" in opcode.name:
                         strings.append(arg)
                     elif opcode.name in ("GLOBAL", "INST"):
@@ -234,27 +250,22 @@ def _scan_pickles(path: Path, count: int) -> list[_PickleScan] | None:
             except ValueError:
                 return None
             scans.append(_PickleScan(first_int, names))
-            if f.peek(1) == b"" if hasattr(f, "peek") else False:
-                break
     return scans
 
 
 @contextlib.contextmanager
 def _open_safetensors(path: Path) -> Iterator[LoadedCheckpoint]:
-    try:
-        handle_cm = safe_open(str(path), framework="pt", device="cpu")
-        handle = handle_cm.__enter__()
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({_first_line(err)})") from err
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(safe_open(str(path), framework="pt", device="cpu"))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({_first_line(err)})") from err
         if not list(handle.keys()):
             raise CheckpointError(f"{path}: not a checkpoint: the safetensors file holds no tensors")
         metadata = handle.metadata() or {}
         raw = metadata.get("iter", metadata.get("iteration"))
         iteration = int(raw) if raw is not None and raw.strip().lstrip("-").isdigit() else None
         yield LoadedCheckpoint(path=path, format=Format.SAFETENSORS, iteration=iteration, _safetensors=handle)
-    finally:
-        handle_cm.__exit__(None, None, None)
 
 
 def _iteration_of(obj: Any) -> int | None:
