@@ -1,0 +1,174 @@
+"""``python tools/bench.py``: measure, side by side in one run, every figure BENCHMARKS.md states.
+
+Each section prints a Markdown block (the command, the machine, the date, a table of medians and ratios); with
+``--write BENCHMARKS.md`` the block replaces the section of the same name in that file (between
+``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``), leaving the rest of the file as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from robo_safe_rl.bench.timing import machine_description
+
+ANT = "RoboSafe/Ant-v0"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def section_env(quick: bool) -> str:
+    """Raw PyBullet stepping vs the env's step() vs the rsl-rl adapter (issue: adapter >= 0.85 of raw)."""
+    from robo_safe_rl.bench.env_rate import bench_env_layers
+
+    r = bench_env_layers(ANT, steps=400 if quick else 4000, repeats=3 if quick else 7, num_envs=16)
+    rates, ratios = r["rates"], r["ratios"]
+    rows = [
+        ["raw stepping, one world", f"{rates['raw']:,.0f}", "1.00", ""],
+        ["env.step(), one world", f"{rates['env_step']:,.0f}", f"{ratios['env_step']:.2f}", ""],
+        [
+            "raw stepping, 16 worlds round-robin",
+            f"{rates['raw_round_robin']:,.0f}",
+            f"{ratios['raw_round_robin']:.2f}",
+            "1.00",
+        ],
+        [
+            "GymVecEnv adapter, 16 envs",
+            f"{rates['adapter']:,.0f}",
+            f"{ratios['adapter']:.2f}",
+            f"{r['adapter_vs_round_robin']:.2f}",
+        ],
+    ]
+    header = ["layer", "env-steps/s (median)", "vs raw, one world", "vs raw, 16 worlds"]
+    note = f"{r['steps']} env steps per measurement, {r['repeats']} interleaved rounds, one process."
+    return _table(header, rows) + "\n\n" + note
+
+
+def section_safestep(quick: bool) -> str:
+    """SafeStep's clean-path cost (issue: wrapped/unwrapped >= 0.97)."""
+    from robo_safe_rl.bench.safe_step import bench_safe_step
+
+    r = bench_safe_step(ANT, steps=500 if quick else 4000, repeats=3 if quick else 9)
+    rows = [
+        ["unwrapped", f"{r['unwrapped_steps_per_s']:,.0f}", "1.00"],
+        ["SafeStep (defaults)", f"{r['wrapped_steps_per_s']:,.0f}", f"{r['ratio']:.3f}"],
+    ]
+    note = f"{r['steps']} env steps per block, {r['repeats']} alternating blocks each, one process."
+    return _table(["Ant env", "env-steps/s (median)", "ratio"], rows) + "\n\n" + note
+
+
+def section_guard(quick: bool) -> str:
+    """The gradient guard's cost: per PPO update, and per whole training iteration (issue: <= 1.03)."""
+    from robo_safe_rl.bench.guard import bench_guard
+    from robo_safe_rl.bench.iteration import bench_guard_iterations
+
+    u = bench_guard(repeats=5 if quick else 15)
+    it = bench_guard_iterations(ANT, iterations=2 if quick else 5, repeats=3 if quick else 7)
+    s = it["seconds_per_iteration"]
+    rows = [
+        [
+            "PPO update (5 epochs x 4 mini-batches, 384 transitions)",
+            f"{u['plain_s_per_update'] * 1e3:.2f} ms",
+            f"{u['guarded_s_per_update'] * 1e3:.2f} ms",
+            f"{u['ratio']:.3f}",
+            f"{u['ratio_cpu']:.3f}",
+        ],
+        [
+            "training iteration (16 Ant envs x 24 steps + update)",
+            f"{s['wall_off'] * 1e3:.1f} ms",
+            f"{s['wall_skip'] * 1e3:.1f} ms",
+            f"{it['ratio_wall']:.3f}",
+            f"{it['ratio_cpu']:.3f}",
+        ],
+    ]
+    header = ["what", "guard off (median)", "guard skip (median)", "ratio, wall", "ratio, CPU time"]
+    note = (
+        f"Update: {u['repeats']} alternating blocks of {u['updates_per_block']} updates, {u['torch_threads']} torch "
+        f"thread(s). Iteration: {it['repeats']} alternating blocks of {it['iterations_per_block']} iterations."
+    )
+    return _table(header, rows) + "\n\n" + note
+
+
+def section_checkpoint(quick: bool) -> str:
+    """Inspecting a 1 GiB checkpoint against torch.load of the same file."""
+    from robo_safe_rl.bench.checkpoint import bench_inspect
+
+    r = bench_inspect(size_mib=64 if quick else 1024, repeats=2 if quick else 5)
+    rows = []
+    cases = (
+        ("read", "plain read of the file"),
+        ("inspect", "inspect_checkpoint"),
+        ("torch_load", "torch.load(weights_only=True)"),
+    )
+    for case, label in cases:
+        c = r[case]
+        rows.append([label, f"{c['seconds']:.3f}", f"{c['mb_per_s']:,.0f}", f"{c['peak_mib']:,.0f}"])
+    ratios = r["ratios"]
+    note = (
+        f"File: {r['file_mib']:,.0f} MiB, {r['repeats']} interleaved rounds, each case in a fresh process. "
+        f"Peak memory / file size: inspect {ratios['inspect_peak_over_file']:.3f}, torch.load "
+        f"{ratios['torch_load_peak_over_file']:.3f}; inspect speed / torch.load speed "
+        f"{ratios['inspect_speed_over_torch_load']:.1f}."
+    )
+    return _table(["case", "wall s (median)", "MB/s", "peak MiB above imports"], rows) + "\n\n" + note
+
+
+SECTIONS: dict[str, Callable[[bool], str]] = {
+    "env": section_env,
+    "safestep": section_safestep,
+    "guard": section_guard,
+    "checkpoint": section_checkpoint,
+}
+
+
+def render(name: str, body: str, argv: list[str], machine: dict[str, str]) -> str:
+    """One BENCHMARKS.md section: markers, command, machine, date, body."""
+    where = (
+        f"{machine['cpu']}, {machine['cores']} cores, {machine['os']}, Python {machine['python']}, "
+        f"torch {machine['torch']}, PyBullet API {machine['pybullet_api']}, GPU: {machine['cuda']}"
+    )
+    command = "python tools/bench.py " + " ".join(argv) if argv else "python tools/bench.py"
+    return (
+        f"<!-- bench:{name} -->\n"
+        f"Command: `{command}` · machine: {where} · date: {machine['date']}\n\n"
+        f"{body}\n"
+        f"<!-- /bench:{name} -->"
+    )
+
+
+def write_section(path: Path, name: str, block: str) -> None:
+    """Replace the ``name`` section of ``path`` with ``block`` (append it when the file has none)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.DOTALL)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark sections and print (and optionally write) their Markdown."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="tools/bench.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {list(SECTIONS)}")
+    parser.add_argument("--quick", action="store_true", help="small sizes: checks the script, not the figures")
+    parser.add_argument("--write", type=Path, help="replace the measured sections in this Markdown file")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        print(f"bench: unknown section(s) {unknown}; expected some of {list(SECTIONS)}", file=sys.stderr)
+        return 2
+    machine = machine_description()
+    shown_argv = [a for a in argv if not a.startswith("--write")]
+    for name in names:
+        block = render(name, SECTIONS[name](args.quick), shown_argv, machine)
+        print(block, flush=True)
+        if args.write is not None:
+            write_section(args.write, name, block)
+    return 0
