@@ -23,6 +23,8 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from robo_safe_rl.env.faults import sum_injected
+from robo_safe_rl.env.safe_step import sum_counters
 from robo_safe_rl.errors import ConfigError
 
 
@@ -96,7 +98,7 @@ class GymVecEnv(VecEnv):
         finished_lengths: list[int] = []
         self.episode_length_buf += 1
         for i, env in enumerate(self.envs):
-            ob, reward, term, trunc, _ = env.step(actions_np[i])
+            ob, reward, term, trunc, info = env.step(actions_np[i])
             rewards[i] = reward
             self._episode_return[i] += reward
             if term or trunc:
@@ -105,7 +107,9 @@ class GymVecEnv(VecEnv):
                 finished_lengths.append(int(self.episode_length_buf[i]))
                 self._episode_return[i] = 0.0
                 self.episode_length_buf[i] = 0
-                ob, _ = env.reset()
+                # SafeStep already reset an env it recovered and returned the new episode's first observation.
+                if not info.get("safe_step", {}).get("reset", False):
+                    ob, _ = env.reset()
             obs[i] = ob
         self._obs = obs
         if self.recorder is not None:
@@ -119,12 +123,12 @@ class GymVecEnv(VecEnv):
         return self._as_tensordict(obs), torch.from_numpy(rewards).to(self.device), dones, extras
 
     def safety_counters(self) -> dict[str, int]:
-        """Cumulative safety counters (``counters`` of every wrapper layer, e.g. SafeStep), summed over envs."""
-        return _sum_layer_dicts(self.envs, "counters")
+        """Cumulative SafeStep counters, summed over envs (zeros when the envs are not wrapped)."""
+        return sum_counters(self.envs)
 
     def faults_injected(self) -> dict[str, int]:
-        """Cumulative injected-fault counts (``injected`` of every fault-injecting layer), summed over envs."""
-        return _sum_layer_dicts(self.envs, "injected")
+        """Cumulative injected-fault counts per armed kind, summed over envs (empty without a drill)."""
+        return sum_injected(self.envs)
 
     def set_iteration(self, iteration: int) -> None:
         """Tell the incident recorder (if any) that the next rollout belongs to iteration ``iteration + 1``."""
@@ -141,16 +145,3 @@ class GymVecEnv(VecEnv):
         tensor = torch.from_numpy(obs).to(self.device)
         return TensorDict({"policy": tensor}, batch_size=[self.num_envs], device=self.device)
 
-
-def _sum_layer_dicts(envs: Sequence[gym.Env], attr: str) -> dict[str, int]:
-    """Sum the integer dicts named ``attr`` found on any wrapper layer of each env."""
-    total: dict[str, int] = {}
-    for env in envs:
-        layer: Any = env
-        while layer is not None:
-            values = layer.__dict__.get(attr) if hasattr(layer, "__dict__") else None
-            if isinstance(values, dict):
-                for key, value in values.items():
-                    total[key] = total.get(key, 0) + int(value)
-            layer = getattr(layer, "env", None) if isinstance(layer, gym.Wrapper) else None
-    return total
