@@ -12,8 +12,9 @@ step -> .item() of the loss terms``; SafePPO hooks in at exactly those points:
   gradients;
 - during ``update()`` the storage's mini-batch generators pass through SafePPO, which marks mini-batch boundaries and
   injects scheduled faults. After a mini-batch with a non-finite value (only then), a tap on ``Tensor.item`` reads
-  the loss terms rsl-rl logs, for the message, and hands rsl-rl a 0 for those of a skipped mini-batch; ``update()``
-  then rescales rsl-rl's means by ``N / (N - skipped)``, so they are the means over the applied mini-batches.
+  the loss terms rsl-rl logs, for the message, and hands rsl-rl a 0 instead of each term of a skipped mini-batch and
+  of each non-finite term; ``update()`` then rescales each of rsl-rl's means by ``N / (N - terms left out)``, so the
+  logged means are over the applied mini-batches and never NaN because of a contained event.
 
 A non-finite loss is caught through its gradients: each of PPO's loss terms back-propagates its NaN/Inf (a NaN
 advantage, return, value or log-prob puts a NaN into the gradients of the network it came from), and a loss whose
@@ -153,7 +154,8 @@ class SafePPO(PPO):
         self._grad_armed = self._in_update = self._mb_open = self._zero_items = False
         self._terms: list[float] = []
         self._mb, self._update_index, self._batch, self._lr_before = -1, -1, None, self.learning_rate
-        self._skipped = self._events = 0
+        self._left_out: list[int] = []  # per loss key: terms of this update handed to rsl-rl as 0
+        self._events = 0
         self._warned: set[str] = set()
 
     # The setter keeps the guard in front of any optimizer assigned later (PPO.__init__, a runner's rollback).
@@ -182,8 +184,8 @@ class SafePPO(PPO):
     def update(self) -> dict[str, float]:
         """One PPO update, guarded: rsl-rl's mean losses, over the mini-batches that were applied.
 
-        When no mini-batch was skipped the dict is exactly rsl-rl's; when all were, the loss keys are left out
-        (nothing was learned, and a 0 or a NaN would mislead).
+        Without a non-finite event the dict is exactly rsl-rl's. Each mean leaves out the skipped mini-batches and
+        any non-finite term; a key with nothing left is dropped (a 0 or a NaN would mislead).
 
         Raises:
             NonFiniteError: In ``raise`` mode, at the first mini-batch with a non-finite gradient on any rank.
@@ -194,27 +196,29 @@ class SafePPO(PPO):
             return loss_dict
         storage = self.storage
         self.storage = _BatchStream(storage, self._guarded_batches)  # type: ignore[assignment]  # read-only view
-        self._injected, self._skipped, self._in_update = [0, 0], 0, True
+        self._injected, self._left_out, self._in_update = [0, 0], [0] * len(self._loss_keys()), True
         if self.guard is not None:
             self.guard.watch_backward = True
         try:
             loss_dict = super().update()
         finally:
-            self.storage = storage
+            self.storage, self._batch = storage, None
             self._in_update = False
             self._item_tap.close()
             if self.guard is not None:
                 self.guard.watch_backward = False
         self._end_update()
         self.current_iteration += 1
-        if not self._skipped:
+        if not any(self._left_out):
             return loss_dict
-        # rsl-rl summed a 0 for each loss term of a skipped mini-batch and divided by all N mini-batches.
-        total = self.num_learning_epochs * self.num_mini_batches
-        keys = self._loss_keys()
-        result = {k: v for k, v in loss_dict.items() if k not in keys}
-        if self._skipped < total:
-            result.update({k: loss_dict[k] * total / (total - self._skipped) for k in keys if k in loss_dict})
+        # rsl-rl summed a 0 for each term left out and divided by all N mini-batches.
+        total, result = self.num_learning_epochs * self.num_mini_batches, dict(loss_dict)
+        for key, left_out in zip(self._loss_keys(), self._left_out, strict=True):
+            if left_out and key in result:
+                if left_out < total:
+                    result[key] = loss_dict[key] * total / (total - left_out)
+                else:
+                    del result[key]
         return result
 
     def reduce_parameters(self) -> None:
@@ -261,13 +265,17 @@ class SafePPO(PPO):
             self.learning_rate = self._lr_before
             for group in self.optimizer.param_groups:
                 group["lr"] = self._lr_before
-            self._skipped += 1
         self._terms, self._zero_items = [], not applied
         self._item_tap.open()  # update() reads the loss terms next; the tap holds them until the next mini-batch
 
     def _on_item(self, _args: tuple[Any, ...], value: Any) -> Any:
+        index = len(self._terms)
         self._terms.append(float(value))
-        return type(value)(0) if self._zero_items else value
+        leave_out = self._zero_items or not math.isfinite(value)
+        if not leave_out or index >= len(self._left_out):
+            return value
+        self._left_out[index] += 1
+        return type(value)(0)
 
     def _end_minibatch(self) -> None:
         if not self._mb_open:

@@ -14,7 +14,6 @@ from robo_safe_rl.config.schema import TrainConfig
 
 #: rsl-rl resolves ``class_name`` strings; ours are fully qualified so no name search happens.
 SAFE_PPO = "robo_safe_rl.training.ppo:SafePPO"
-PLAIN_PPO = "rsl_rl.algorithms:PPO"
 #: rsl-rl's MLPModel plus clipping of the normalised input (a no-op with ``obs_clip=None``).
 MODEL = "robo_safe_rl.training.models:ClippedMLPModel"
 
@@ -33,13 +32,12 @@ def _plain(value: Any) -> Any:
 def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
     """Return rsl-rl 5.5's runner dict for ``cfg``.
 
-    The algorithm is :class:`~robo_safe_rl.training.ppo.SafePPO` unless the gradient guard is ``off``, in which case
-    it is rsl-rl's plain ``PPO`` (so ``safety.grad_guard.mode=off`` really is plain rsl-rl).
+    The algorithm is always :class:`~robo_safe_rl.training.ppo.SafePPO`: with ``safety.grad_guard.mode=off`` it is
+    exactly rsl-rl's PPO (no hooks, no cost), and a fire drill still injects, so the failure can be watched.
     """
     algo = cfg.algo
-    guard_on = _plain(cfg.safety.grad_guard.mode) != "off"
     algorithm: dict[str, Any] = {
-        "class_name": SAFE_PPO if guard_on else PLAIN_PPO,
+        "class_name": SAFE_PPO,
         "learning_rate": algo.learning_rate,
         "schedule": _plain(algo.schedule),
         "desired_kl": algo.desired_kl,
@@ -53,11 +51,10 @@ def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
         "entropy_coef": algo.entropy_coef,
         "use_clipped_value_loss": algo.use_clipped_value_loss,
         "normalize_advantage_per_mini_batch": algo.normalize_advantage_per_mini_batch,
+        "grad_guard": _plain(cfg.safety.grad_guard),
+        "grad_faults": _plain(cfg.faults.grad),
+        "dump_dir": run_dir,
     }
-    if guard_on:
-        algorithm["grad_guard"] = _plain(cfg.safety.grad_guard)
-        algorithm["grad_faults"] = _plain(cfg.faults.grad)
-        algorithm["dump_dir"] = run_dir
     distribution = {
         "class_name": "rsl_rl.modules.distribution:GaussianDistribution",
         "init_std": algo.init_std,

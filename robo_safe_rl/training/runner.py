@@ -276,7 +276,8 @@ class SafeRunner(OnPolicyRunner):
         iteration_metrics = getattr(self.alg, "iteration_metrics", None)
         if iteration_metrics is not None:
             metrics = iteration_metrics()
-            safety.update(metrics)
+            # Counters are cumulative under their own name; this iteration's count of the same event gets a suffix.
+            safety.update({f"{k}_in_iteration" if k in safety else k: v for k, v in metrics.items()})
             if metrics.get("grad_nonfinite_steps") or metrics.get("grad_steps_zeroed"):
                 self._record_event({"iteration": it, "kind": "grad_guard", **metrics})
         self.logger.log_iteration(

@@ -1,0 +1,310 @@
+"""SafePPO against rsl-rl's PPO on synthetic rollouts: bitwise no-op when clean, each mode against NaN/+Inf/-Inf.
+
+The reference for every contained event is plain PPO with the same event done by hand: a skipped mini-batch is plain
+PPO whose optimizer does not step at that call; a zeroed one is plain PPO whose gradient element is 0 there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from rsl_rl.algorithms import PPO
+from rsl_rl.models import MLPModel, RNNModel
+from rsl_rl.storage import RolloutStorage
+from tensordict import TensorDict
+
+from robo_safe_rl.errors import ConfigError, NonFiniteError
+from robo_safe_rl.safety.grad_guard import CallTap, GuardedOptimizer
+from robo_safe_rl.training.ppo import SafePPO
+
+OBS, ACT, ENVS, STEPS = 6, 2, 8, 8
+N = 5 * 4  # rsl-rl's default 5 epochs x 4 mini-batches (of 16 transitions) per update
+GAUSS = {"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 1.0}
+BAD = pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf], ids=["nan", "+inf", "-inf"])
+
+
+def build(cls: type[PPO] = SafePPO, recurrent: bool = False, **kwargs: Any) -> PPO:
+    torch.manual_seed(0)
+    obs = TensorDict({"policy": torch.zeros(ENVS, OBS)}, batch_size=[ENVS])
+    groups = {"actor": ["policy"], "critic": ["policy"]}
+    model, extra = (RNNModel, {"rnn_type": "gru", "rnn_hidden_dim": 8}) if recurrent else (MLPModel, {})
+    actor = model(obs, groups, "actor", ACT, hidden_dims=[16, 16], distribution_cfg=GAUSS, **extra)
+    critic = model(obs, groups, "critic", 1, hidden_dims=[16, 16], **extra)
+    return cls(actor, critic, RolloutStorage("rl", ENVS, STEPS, obs, [ACT]), **kwargs)
+
+
+def rollout(alg: PPO, it: int) -> None:
+    """A seeded synthetic rollout (Gaussian obs and rewards, 10 % dones); identical for identical weights."""
+    torch.manual_seed(1000 + it)  # action sampling, then the update's mini-batch permutation
+    gen = torch.Generator().manual_seed(it)
+    with torch.inference_mode():
+        for _ in range(STEPS):
+            obs = TensorDict({"policy": torch.randn(ENVS, OBS, generator=gen)}, batch_size=[ENVS])
+            alg.act(obs)
+            dones = (torch.rand(ENVS, generator=gen) < 0.1).float()
+            alg.process_env_step(obs, torch.randn(ENVS, generator=gen), dones, {})
+        alg.compute_returns(obs)
+
+
+def train(alg: PPO, iterations: int = 2) -> list[dict[str, float]]:
+    losses = []
+    for it in range(iterations):
+        rollout(alg, it)
+        losses.append(alg.update())
+    return losses
+
+
+def snapshot(alg: PPO) -> list[Any]:
+    """Weights, optimizer state (moments, step counts, param groups) and learning rate."""
+    opt = alg.optimizer.state_dict()
+    state = [t for s in opt["state"].values() for t in s.values()]
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in opt["param_groups"]]
+    return [
+        *alg._raw_actor.state_dict().values(),
+        *alg._raw_critic.state_dict().values(),
+        *state,
+        groups,
+        alg.learning_rate,
+    ]
+
+
+def assert_bitwise(a: list[Any], b: list[Any]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+
+
+def finite(alg: PPO) -> bool:
+    return all(torch.isfinite(t).all() for t in snapshot(alg)[:-2] if isinstance(t, torch.Tensor))
+
+
+def skip_step_at(alg: PPO, call: int) -> None:
+    """Make plain PPO's optimizer not step at its ``call``-th step (0-based over the run)."""
+    calls, step = itertools.count(), alg.optimizer.step
+    alg.optimizer.step = lambda *a, **k: None if next(calls) == call else step(*a, **k)  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("mode", ["skip", "zero", "raise"])
+def test_a_clean_run_is_bitwise_plain_ppo(mode: str) -> None:
+    plain, guarded = build(PPO), build(grad_guard={"mode": mode})  # adaptive learning rate, the default
+    assert train(guarded) == train(plain)
+    assert_bitwise(snapshot(guarded), snapshot(plain))
+    metrics = guarded.iteration_metrics()  # type: ignore[attr-defined]
+    assert metrics["grad_nonfinite_steps"] == 0 and metrics["grad_norm_preclip"] > 0
+    assert guarded.faults_injected == {}  # type: ignore[attr-defined]
+
+
+@BAD
+def test_skip_is_a_step_not_taken(bad: float) -> None:
+    faults = {"at_updates": [7], "value": bad, "param": "actor.mlp.0.weight", "element": 5}
+    guarded = build(schedule="fixed", grad_faults=faults)
+    plain = build(PPO, schedule="fixed")
+    skip_step_at(plain, 7)
+    train(guarded), train(plain)
+    assert finite(guarded)
+    assert_bitwise(snapshot(guarded), snapshot(plain))
+    assert guarded.safety_counters == {  # type: ignore[attr-defined]
+        "grad_nonfinite_steps": 1,
+        "grad_steps_skipped": 1,
+        "grad_steps_zeroed": 0,
+        "grad_nonfinite_elements": 1,
+        "loss_nonfinite": 0,
+    }
+    assert guarded.faults_injected == {"grad_nonfinite": 1}  # type: ignore[attr-defined]
+
+
+@BAD
+def test_zero_is_the_step_with_that_element_zero(bad: float) -> None:
+    faults = {"at_updates": [7], "value": bad, "param": "actor.mlp.0.weight", "element": 5}
+    guarded = build(grad_guard={"mode": "zero"}, grad_faults=faults)
+    plain = build(PPO)
+    calls = itertools.count()
+
+    def zero_at_7(p: torch.Tensor) -> None:
+        if next(calls) == 7:
+            p.grad[0, 5] = 0.0  # element 5 of a (16, 6) weight
+
+    plain.actor.mlp[0].weight.register_post_accumulate_grad_hook(zero_at_7)
+    train(guarded), train(plain)
+    assert finite(guarded)
+    assert_bitwise(snapshot(guarded), snapshot(plain))
+    counters = guarded.safety_counters  # type: ignore[attr-defined]
+    assert (counters["grad_steps_zeroed"], counters["grad_steps_skipped"], counters["grad_nonfinite_elements"]) == (
+        1,
+        0,
+        1,
+    )
+
+
+@BAD
+def test_raise_names_where_and_what_and_dumps(bad: float, tmp_path: Path) -> None:
+    faults = {"at_updates": [7], "value": bad, "param": "critic.mlp.2.weight", "element": 3}
+    alg = build(grad_guard={"mode": "raise"}, grad_faults=faults, dump_dir=tmp_path)
+    with pytest.raises(NonFiniteError) as err:
+        train(alg)
+    message = str(err.value)
+    dump = tmp_path / "grad_guard_dump_it0_mb7.pt"
+    for part in (
+        "iteration 0, mini-batch 7 (update 7)",
+        "1 non-finite gradient element(s), the first in critic.mlp.2.weight",
+        "loss terms: value ",
+        ", surrogate ",
+        ", entropy ",
+        "The step was not applied",
+        f"Dump: {dump}",
+    ):
+        assert part in message
+    saved = torch.load(dump, weights_only=True)
+    assert (saved["iteration"], saved["mini_batch"], saved["first_param"]) == (0, 7, "critic.mlp.2.weight")
+    assert set(saved["loss_terms"]) == {"value", "surrogate", "entropy"}
+    assert saved["batch"]["returns"].shape == (ENVS * STEPS // 4, 1)
+    grad = saved["nonfinite_grads"]["critic.mlp.2.weight"]
+    assert grad[0, 3].item() == bad or (math.isnan(bad) and math.isnan(grad[0, 3].item()))
+    # The dump holds the model as it is: before the faulty mini-batch, finite.
+    assert_bitwise(list(saved["actor_state_dict"].values()), list(alg._raw_actor.state_dict().values()))
+    assert finite(alg)
+    assert alg.safety_counters["grad_steps_skipped"] == 1  # type: ignore[attr-defined]
+
+
+def test_raise_without_a_run_directory_says_so() -> None:
+    alg = build(grad_guard={"mode": "raise", "dump_on_raise": True}, grad_faults={"loss_at_updates": [2]})
+    with pytest.raises(NonFiniteError, match=r"mini-batch 2 .*loss terms: value nan.*No dump written"):
+        train(alg)
+
+
+def read_terms(alg: PPO) -> tuple[dict[str, float], list[list[float]]]:
+    """One update of ``alg``; its returned losses and the loss terms rsl-rl really read per mini-batch."""
+    terms: list[float] = []
+
+    def read(_args: tuple[Any, ...], value: float) -> float:
+        # rsl-rl's own reads of the loss terms, as they really are (this tap sits below SafePPO's, whose frame is
+        # skipped); Adam's reads of its step count come from torch/optim and are left out.
+        frame = sys._getframe(2)
+        while frame.f_code.co_filename.endswith("grad_guard.py") and frame.f_back is not None:
+            frame = frame.f_back
+        if frame.f_code.co_filename.endswith(os.path.join("rsl_rl", "algorithms", "ppo.py")):
+            terms.append(value)
+        return value
+
+    watch = CallTap(torch.Tensor.item, read)
+    rollout(alg, 0)
+    watch.open()
+    try:
+        losses = alg.update()
+    finally:
+        watch.close()
+    assert len(terms) == 3 * N  # value, surrogate, entropy per mini-batch, in that order
+    return losses, [terms[3 * k : 3 * k + 3] for k in range(N)]
+
+
+def test_a_nan_loss_is_skipped_and_the_logged_means_leave_it_out() -> None:
+    alg = build(grad_faults={"loss_at_updates": [3]})
+    losses, terms = read_terms(alg)
+    assert math.isnan(terms[3][0])  # the value loss of mini-batch 3
+    good = [t for k, t in enumerate(terms) if k != 3]
+    for i, key in enumerate(("value", "surrogate", "entropy")):
+        assert losses[key] == pytest.approx(sum(t[i] for t in good) / (N - 1), rel=1e-12, abs=1e-15)
+    assert alg.safety_counters["loss_nonfinite"] == 1 and alg.safety_counters["grad_steps_skipped"] == 1  # type: ignore[attr-defined]
+    assert alg.faults_injected == {"loss_nonfinite": 1}  # type: ignore[attr-defined]
+    assert alg.storage.returns.isfinite().all()  # the NaN went into a copy of the mini-batch, not the storage
+    assert finite(alg)
+
+
+def test_zero_mode_applies_a_nan_loss_step_but_logs_no_nan() -> None:
+    alg = build(grad_guard={"mode": "zero"}, grad_faults={"loss_at_updates": [3]})
+    losses, terms = read_terms(alg)
+    assert math.isnan(terms[3][0])
+    # The NaN value term is left out of its mean; the finite terms of that (applied) mini-batch stay in theirs.
+    assert losses["value"] == pytest.approx(sum(t[0] for k, t in enumerate(terms) if k != 3) / (N - 1), rel=1e-12)
+    assert losses["surrogate"] == sum(t[1] for t in terms) / N and losses["entropy"] == sum(t[2] for t in terms) / N
+    counters = alg.safety_counters  # type: ignore[attr-defined]
+    assert counters["grad_steps_zeroed"] == 1 and counters["loss_nonfinite"] == 1 and finite(alg)
+
+
+def test_every_minibatch_skipped_learns_nothing_and_logs_no_loss() -> None:
+    alg = build(grad_faults={"every": 1})
+    before = snapshot(alg)
+    (losses,) = train(alg, iterations=1)
+    assert losses == {}
+    after = snapshot(alg)
+    assert_bitwise(after, before)  # weights, optimizer state (empty: Adam never stepped) and the adaptive rate
+    assert alg.iteration_metrics()["grad_steps_skipped"] == N  # type: ignore[attr-defined]
+    assert "grad_norm_preclip" not in alg.iteration_metrics()  # type: ignore[attr-defined]
+
+
+def test_a_skip_puts_back_the_adaptive_learning_rate() -> None:
+    guarded = build(grad_faults={"at_updates": [N - 1]})  # the last mini-batch of the first update
+    plain = build(PPO)
+    skip_step_at(plain, N - 1)
+    rates: list[float] = []
+    zero_grad = plain.optimizer.zero_grad
+    plain.optimizer.zero_grad = lambda *a, **k: (rates.append(plain.learning_rate), zero_grad(*a, **k))[1]  # type: ignore[method-assign]
+    train(guarded, iterations=1), train(plain, iterations=1)
+    assert plain.learning_rate != rates[N - 2]  # the last mini-batch's KL did move the rate in plain PPO
+    assert guarded.learning_rate == rates[N - 2]  # the rate the last applied step used
+    assert guarded.optimizer.param_groups[0]["lr"] == rates[N - 2]
+    assert_bitwise(snapshot(guarded)[:-2], snapshot(plain)[:-2])
+
+
+def test_a_drill_over_two_updates_is_counted_per_update_and_in_total() -> None:
+    alg = build(grad_faults={"at_updates": [2, N + 5], "loss_at_updates": [9]})
+    train(alg, iterations=1)
+    first = alg.iteration_metrics()  # type: ignore[attr-defined]
+    assert (first["grad_nonfinite_steps"], first["faults_grad_nonfinite"], first["faults_loss_nonfinite"]) == (2, 1, 1)
+    train(alg, iterations=1)
+    second = alg.iteration_metrics()  # type: ignore[attr-defined]
+    assert (second["grad_steps_skipped"], second["faults_grad_nonfinite"], second["faults_loss_nonfinite"]) == (1, 1, 0)
+    assert alg.safety_counters["grad_steps_skipped"] == 3  # type: ignore[attr-defined]
+    assert alg.faults_injected == {"grad_nonfinite": 2, "loss_nonfinite": 1}  # type: ignore[attr-defined]
+    assert finite(alg)
+
+
+def test_without_the_guard_the_drill_kills_the_model() -> None:
+    # mode off is plain rsl-rl: the injected NaN goes through the clip into every actor weight.
+    # The last mini-batch: one more forward with NaN weights would fail inside torch.normal ("std >= 0.0").
+    alg = build(grad_guard={"mode": "off"}, grad_faults={"at_updates": [N - 1]})
+    train(alg, iterations=1)
+    assert alg.faults_injected == {"grad_nonfinite": 1}  # type: ignore[attr-defined]
+    assert all(torch.isnan(p).all() for p in alg._raw_actor.parameters())
+
+
+def test_checkpoints_keep_rsl_rl_format_and_a_later_optimizer_is_guarded() -> None:
+    alg = build()
+    train(alg, iterations=1)
+    saved = alg.save()
+    plain = build(PPO)
+    plain.load(saved, None, strict=True)
+    assert_bitwise(snapshot(plain), snapshot(alg))
+    alg.optimizer = torch.optim.Adam(alg._raw_actor.parameters(), lr=1e-4)  # e.g. a runner rebuilding it
+    assert isinstance(alg.optimizer, GuardedOptimizer)
+
+
+def test_config_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"faults.grad.param: unknown or frozen parameter 'actor.nope'; valid: \["):
+        build(grad_faults={"at_updates": [1], "param": "actor.nope"})
+    with pytest.raises(ConfigError, match=r"faults.grad.element: 96 is out of range for actor.mlp.0.weight \(96"):
+        build(grad_faults={"at_updates": [1], "param": "actor.mlp.0.weight", "element": 96})
+    with pytest.raises(ConfigError, match=r"safety\.grad_guard\.mode=skip with algorithm\.rnd_cfg set"):
+        build(rnd_cfg={"weight": 1.0})
+    with pytest.raises(ConfigError, match="unknown key"):
+        build(grad_guard={"mode": "skip", "typo": 1})
+
+
+def test_recurrent_policies_are_guarded_and_the_storage_is_never_poisoned() -> None:
+    # Recurrent mini-batches are views into the rollout storage: the NaN-loss drill must write into a copy.
+    guarded = build(recurrent=True, schedule="fixed", grad_faults={"loss_at_updates": [2], "at_updates": [6]})
+    plain = build(PPO, recurrent=True, schedule="fixed")
+    calls, step = itertools.count(), plain.optimizer.step
+    plain.optimizer.step = lambda *a, **k: None if next(calls) in (2, 6) else step(*a, **k)  # type: ignore[method-assign]
+    rollout(guarded, 0), rollout(plain, 0)
+    guarded.update(), plain.update()
+    assert guarded.storage.returns.isfinite().all()
+    assert_bitwise(snapshot(guarded), snapshot(plain))
+    assert guarded.safety_counters["grad_steps_skipped"] == 2  # type: ignore[attr-defined]
