@@ -120,12 +120,64 @@ def section_checkpoint(quick: bool) -> str:
     return _table(["case", "wall s (median)", "MB/s", "peak MiB above imports"], rows) + "\n\n" + note
 
 
+def section_presets(quick: bool) -> str:
+    """The three presets on Ant: 3 seeds each on one budget, and each under the gauntlet drill (minutes)."""
+    import tempfile
+
+    from robo_safe_rl.bench.presets import bench_presets, plot_curves
+
+    repo = Path(__file__).resolve().parents[2]
+    iterations = 6 if quick else 250
+    with tempfile.TemporaryDirectory(prefix="bench_presets_") as tmp:
+        extra = ["task.num_envs=4"] if quick else []
+        r = bench_presets(repo, Path(tmp), iterations=iterations, extra=extra)
+    plot = repo / "docs" / "presets_ant.png"
+    plot_curves(r, plot)
+    rows = []
+    base = r["presets"]["ppo"]["final_return_mean"]
+    for name, p in r["presets"].items():
+        mean, lo, hi = p["final_return_mean"], p["final_return_min"], p["final_return_max"]
+        d = p["drill"]
+        rows.append(
+            [
+                f"`{name}`",
+                "n/a" if mean is None else f"{mean:,.0f} [{lo:,.0f}, {hi:,.0f}]",
+                "n/a" if mean is None or not base else f"{mean / base:.2f}",
+                f"{p['env_steps']:,}",
+                f"{p['wall_s_median']:.0f}",
+                f"{p['lr_median']:.2g}",
+                f"{p['lr_at_floor']:.0%}",
+                f"{d['status']}, {d['rollbacks']} rollbacks, {d['grad_steps_skipped']} skipped steps, "
+                f"{d['faults_injected']} faults, return {d['final_return'] or 0:,.0f}",
+            ]
+        )
+    header = [
+        "preset",
+        "final return, mean [min, max] of seeds",
+        "vs ppo",
+        "env steps",
+        "wall s (median)",
+        "lr (median)",
+        "iterations at lr floor",
+        "under +drill=gauntlet (seed 1)",
+    ]
+    note = (
+        f"Seeds {r['seeds']}, {r['iterations']} iterations each (16 envs x 24 steps). Final return: mean return of "
+        f"the episodes that ended in the last {r['tail']} iterations with finished episodes (Ant episodes last up to "
+        f"1000 steps). Learning curves: `docs/presets_ant.png`. Runs in parallel, two at a time, one torch thread each."
+    )
+    return _table(header, rows) + "\n\n" + note + "\n\n![learning curves](docs/presets_ant.png)"
+
+
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "env": section_env,
     "safestep": section_safestep,
     "guard": section_guard,
     "checkpoint": section_checkpoint,
+    "presets": section_presets,
 }
+#: Sections run when --only is not given (presets takes tens of minutes: ask for it by name).
+DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
 
 
 def render(name: str, body: str, argv: list[str], machine: dict[str, str]) -> str:
@@ -155,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark sections and print (and optionally write) their Markdown."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="tools/bench.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {list(SECTIONS)}")
+    parser.add_argument(
+        "--only", default=",".join(DEFAULT_SECTIONS), help=f"comma-separated sections of {list(SECTIONS)}"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: checks the script, not the figures")
     parser.add_argument("--write", type=Path, help="replace the measured sections in this Markdown file")
     args = parser.parse_args(argv)

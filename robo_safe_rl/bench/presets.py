@@ -1,0 +1,157 @@
+"""The presets compared on the same budget: learning curves over seeds, and behaviour under the same fire drill.
+
+Each run is a real ``tools/train.py`` subprocess (``workers`` at a time, one torch thread each), so the figures are
+what a user gets. From every run's TensorBoard events and ``summary.json`` this reads: the learning curve
+(``Episode/return``: the mean return of the episodes that ended in an iteration), the final return (the mean of that
+curve over the last ``tail`` iterations with finished episodes), env steps, wall time, and what the adaptive schedule
+actually did with the learning rate (median, and the share of iterations at rsl-rl's 1e-5 floor).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: rsl-rl's adaptive schedule never goes below this learning rate.
+LR_FLOOR = 1.0e-5
+
+
+@dataclass
+class RunResult:
+    """What one training run did."""
+
+    preset: str
+    seed: int
+    drill: bool
+    curve: list[tuple[int, float]]  # (env steps, mean return of the episodes that ended in that iteration)
+    final_return: float | None
+    env_steps: int
+    wall_s: float
+    lr_median: float
+    lr_at_floor: float
+    safety: dict[str, int]
+    faults_injected: dict[str, int]
+    status: str
+
+
+def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    if tag not in events.Tags()["scalars"]:
+        return []
+    return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def run_one(repo: Path, out: Path, preset: str, seed: int, iterations: int, drill: bool, extra: list[str]) -> RunResult:
+    """Train one preset/seed (optionally under ``+drill=gauntlet``) and read back its results."""
+    run_dir = out / f"{preset}_seed{seed}{'_drill' if drill else ''}"
+    args = [f"algo={preset}", f"seed={seed}", f"runner.max_iterations={iterations}", f"run_dir={run_dir}", *extra]
+    if drill:
+        args.append("+drill=gauntlet")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with open(out / f"{run_dir.name}.log", "w", encoding="utf-8") as log:
+        cmd = [sys.executable, "tools/train.py", *args]
+        subprocess.run(cmd, cwd=repo, stdout=log, stderr=log, env=env, check=False)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
+    curve = [(int((it + 1) * steps_per_iteration), value) for it, value in _scalars(run_dir, "Episode/return")]
+    lrs = [value for _, value in _scalars(run_dir, "Loss/learning_rate")]
+    return RunResult(
+        preset=preset,
+        seed=seed,
+        drill=drill,
+        curve=curve,
+        final_return=None,
+        env_steps=summary["env_steps"],
+        wall_s=summary["wall_s"],
+        lr_median=statistics.median(lrs) if lrs else float("nan"),
+        lr_at_floor=sum(lr <= LR_FLOOR * 1.0001 for lr in lrs) / len(lrs) if lrs else float("nan"),
+        safety=summary["safety"],
+        faults_injected=summary["faults_injected"],
+        status=summary["status"],
+    )
+
+
+def final_return(curve: list[tuple[int, float]], tail: int) -> float | None:
+    """Mean of the last ``tail`` points of a return curve (``None`` when no episode ended)."""
+    return statistics.fmean(v for _, v in curve[-tail:]) if curve else None
+
+
+def bench_presets(
+    repo: Path,
+    out: Path,
+    presets: tuple[str, ...] = ("ppo", "ppo_conservative", "ppo_safe"),
+    seeds: tuple[int, ...] = (1, 2, 3),
+    iterations: int = 250,
+    workers: int = 2,
+    tail: int = 2,
+    extra: list[str] | None = None,
+) -> dict[str, Any]:
+    """Train every preset x seed, plus every preset under the gauntlet drill (first seed), and summarise."""
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = [(p, s, False) for p in presets for s in seeds] + [(p, seeds[0], True) for p in presets]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda job: run_one(repo, out, job[0], job[1], iterations, job[2], extra or []), jobs))
+    for r in results:
+        r.final_return = final_return(r.curve, tail)
+    table: dict[str, Any] = {}
+    for preset in presets:
+        runs = [r for r in results if r.preset == preset and not r.drill]
+        finals = [r.final_return for r in runs if r.final_return is not None]
+        drill = next(r for r in results if r.preset == preset and r.drill)
+        table[preset] = {
+            "final_return_mean": statistics.fmean(finals) if finals else None,
+            "final_return_min": min(finals) if finals else None,
+            "final_return_max": max(finals) if finals else None,
+            "final_returns": finals,
+            "env_steps": runs[0].env_steps,
+            "wall_s_median": statistics.median(r.wall_s for r in runs),
+            "lr_median": statistics.median(r.lr_median for r in runs),
+            "lr_at_floor": statistics.fmean(r.lr_at_floor for r in runs),
+            "drill": {
+                "status": drill.status,
+                "final_return": drill.final_return,
+                "rollbacks": drill.safety.get("rollbacks", 0),
+                "grad_steps_skipped": drill.safety.get("grad_steps_skipped", 0),
+                "physics_errors": drill.safety.get("physics_errors", 0),
+                "faults_injected": sum(drill.faults_injected.values()),
+            },
+        }
+    return {"iterations": iterations, "seeds": list(seeds), "tail": tail, "presets": table, "runs": results}
+
+
+def plot_curves(result: dict[str, Any], path: Path) -> None:
+    """Learning curves (mean and min-max band over seeds, per preset) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    for preset in result["presets"]:
+        runs = [r for r in result["runs"] if r.preset == preset and not r.drill and r.curve]
+        if not runs:
+            continue
+        grid = np.linspace(max(r.curve[0][0] for r in runs), min(r.curve[-1][0] for r in runs), 60)
+        ys = np.stack([np.interp(grid, [s for s, _ in r.curve], [v for _, v in r.curve]) for r in runs])
+        (line,) = ax.plot(grid, ys.mean(axis=0), label=f"{preset} (mean of {len(runs)} seeds)")
+        ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return (episodes ended in the iteration)")
+    ax.set_title("RoboSafe/Ant-v0: presets on the same budget")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
