@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from robo_safe_rl.config.safe_step import _check, _float_in, _int_in
+from robo_safe_rl.config.checks import float_in, int_in, require
 
 
 @dataclass
@@ -29,10 +29,10 @@ class RecoveryConfig:
     :class:`~robo_safe_rl.errors.RecoveryError`. In [1, 1000]."""
 
     def __post_init__(self) -> None:
-        _int_in("safety.recovery.snapshot_interval", self.snapshot_interval, 1, 1_000_000)
-        _float_in("safety.recovery.lr_factor", self.lr_factor, 0.0, 1.0)
-        _check(self.lr_factor > 0, "safety.recovery.lr_factor", self.lr_factor, "a number in (0, 1]")
-        _int_in("safety.recovery.max_rollbacks", self.max_rollbacks, 1, 1000)
+        int_in("safety.recovery.snapshot_interval", self.snapshot_interval, 1, 1_000_000)
+        float_in("safety.recovery.lr_factor", self.lr_factor, 0.0, 1.0)
+        require(self.lr_factor > 0, "safety.recovery.lr_factor", self.lr_factor, "a number in (0, 1]")
+        int_in("safety.recovery.max_rollbacks", self.max_rollbacks, 1, 1000)
 
 
 @dataclass
@@ -52,7 +52,7 @@ class PolicyFaultConfig:
     def __post_init__(self) -> None:
         for key in ("nonfinite_weights_after_update", "nonfinite_weights_before_rollout"):
             values = list(getattr(self, key))
-            _check(
+            require(
                 all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values),
                 f"faults.policy.{key}",
                 values,

@@ -7,27 +7,10 @@ documented with its default below; ``__post_init__`` checks ranges and raises
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
-from robo_safe_rl.errors import ConfigError
-
-
-def _check(ok: bool, key: str, value: Any, expected: str) -> None:
-    if not ok:
-        raise ConfigError(f"invalid config value {key}={value!r}: expected {expected}")
-
-
-def _int_in(key: str, value: Any, low: int, high: int) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-    _check(ok, key, value, f"an integer in [{low}, {high}]")
-
-
-def _float_in(key: str, value: Any, low: float, high: float) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    _check(ok and low <= value <= high, key, value, f"a finite number in [{low}, {high}]")
+from robo_safe_rl.config.checks import float_in, int_in, require
 
 
 @dataclass
@@ -63,19 +46,19 @@ class SafeStepConfig:
     In [0, 1e6]."""
 
     def __post_init__(self) -> None:
-        _float_in("safety.step.penalty", self.penalty, -1.0e6, 0.0)
-        _int_in("safety.step.history_len", self.history_len, 0, 4096)
-        _int_in("safety.step.state_interval", self.state_interval, 1, 4096)
-        _check(
+        float_in("safety.step.penalty", self.penalty, -1.0e6, 0.0)
+        int_in("safety.step.history_len", self.history_len, 0, 4096)
+        int_in("safety.step.state_interval", self.state_interval, 1, 4096)
+        require(
             self.state_interval <= max(self.history_len - 1, 1),
             "safety.step.state_interval",
             self.state_interval,
             f"at most safety.step.history_len - 1 = {self.history_len - 1} (or 1), so that the recorded history "
             "holds every action taken since the snapshot",
         )
-        _int_in("safety.step.max_rebuild_attempts", self.max_rebuild_attempts, 1, 100)
-        _int_in("safety.step.max_incidents", self.max_incidents, 0, 10_000_000)
-        _float_in("safety.step.max_incident_mb", self.max_incident_mb, 0.0, 1.0e6)
+        int_in("safety.step.max_rebuild_attempts", self.max_rebuild_attempts, 1, 100)
+        int_in("safety.step.max_incidents", self.max_incidents, 0, 10_000_000)
+        float_in("safety.step.max_incident_mb", self.max_incident_mb, 0.0, 1.0e6)
 
 
 @dataclass
@@ -93,10 +76,10 @@ class TensorGuardConfig:
 
     def __post_init__(self) -> None:
         if self.action_bound is not None:
-            _float_in("action_bound", self.action_bound, 0.0, 1.0e9)
-            _check(self.action_bound > 0, "action_bound", self.action_bound, "a number > 0 or None")
-        _float_in("penalty", self.penalty, -1.0e6, 0.0)
-        _int_in("history_len", self.history_len, 0, 1024)
+            float_in("action_bound", self.action_bound, 0.0, 1.0e9)
+            require(self.action_bound > 0, "action_bound", self.action_bound, "a number > 0 or None")
+        float_in("penalty", self.penalty, -1.0e6, 0.0)
+        int_in("history_len", self.history_len, 0, 1024)
 
 
 class NonFiniteValue(Enum):
@@ -138,15 +121,15 @@ class EnvFaultConfig:
 
     def __post_init__(self) -> None:
         for key in ("action_nonfinite", "obs_nonfinite", "reward_nonfinite", "physics_error", "state_blowup"):
-            _float_in(f"faults.env.{key}", getattr(self, key), 0.0, 1.0)
-        _check(
+            float_in(f"faults.env.{key}", getattr(self, key), 0.0, 1.0)
+        require(
             isinstance(self.value, NonFiniteValue),
             "faults.env.value",
             self.value,
             f"one of {', '.join(v.value for v in NonFiniteValue)}",
         )
-        _float_in("faults.env.blowup_scale", self.blowup_scale, 1.5, 1.0e6)
-        _int_in("faults.env.seed", self.seed, 0, 2**63 - 1)
+        float_in("faults.env.blowup_scale", self.blowup_scale, 1.5, 1.0e6)
+        int_in("faults.env.seed", self.seed, 0, 2**63 - 1)
 
     @property
     def enabled(self) -> bool:

@@ -8,7 +8,6 @@ built. rsl-rl's own names pass through unchanged (``clip_param``, ``lam``, ``des
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -16,27 +15,10 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from robo_safe_rl.config.checks import float_in, int_in, require
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
-from robo_safe_rl.errors import ConfigError
-
-
-def require(ok: bool, key: str, value: Any, expected: str) -> None:
-    """Raise :class:`ConfigError` naming ``key``, its ``value`` and what was ``expected`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"invalid config value {key}={value!r}: expected {expected}")
-
-
-def _positive_int(key: str, value: Any) -> None:
-    require(isinstance(value, int) and value > 0, key, value, "an integer > 0")
-
-
-def _finite_in(key: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > low if low_open else value >= low)
-    ok = ok and value <= high
-    bracket = "(" if low_open else "["
-    require(ok, key, value, f"a finite number in {bracket}{low}, {high}]")
 
 
 class Schedule(Enum):
@@ -69,9 +51,9 @@ class TaskConfig:
     """Extra keyword arguments for ``gymnasium.make``."""
 
     def __post_init__(self) -> None:
-        _positive_int("task.num_envs", self.num_envs)
+        int_in("task.num_envs", self.num_envs, 1)
         if self.max_episode_steps is not None:
-            _positive_int("task.max_episode_steps", self.max_episode_steps)
+            int_in("task.max_episode_steps", self.max_episode_steps, 1)
 
 
 @dataclass
@@ -112,23 +94,23 @@ class AlgoConfig:
     stay unclipped); ``None`` leaves rewards alone."""
 
     def __post_init__(self) -> None:
-        _finite_in("algo.learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
+        float_in("algo.learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
         if self.desired_kl is not None:
-            _finite_in("algo.desired_kl", self.desired_kl, 0.0, 10.0, low_open=True)
+            float_in("algo.desired_kl", self.desired_kl, 0.0, 10.0, low_open=True)
         require(
             self.schedule is not Schedule.adaptive or self.desired_kl is not None,
             "algo.desired_kl",
             self.desired_kl,
             "a number when algo.schedule=adaptive",
         )
-        _finite_in("algo.max_grad_norm", self.max_grad_norm, 0.0, 1.0e6, low_open=True)
-        _positive_int("algo.num_learning_epochs", self.num_learning_epochs)
-        _positive_int("algo.num_mini_batches", self.num_mini_batches)
-        _finite_in("algo.clip_param", self.clip_param, 0.0, 1.0, low_open=True)
-        _finite_in("algo.gamma", self.gamma, 0.0, 1.0)
-        _finite_in("algo.lam", self.lam, 0.0, 1.0)
-        _finite_in("algo.value_loss_coef", self.value_loss_coef, 0.0, 1.0e3)
-        _finite_in("algo.entropy_coef", self.entropy_coef, 0.0, 1.0e3)
+        float_in("algo.max_grad_norm", self.max_grad_norm, 0.0, 1.0e6, low_open=True)
+        int_in("algo.num_learning_epochs", self.num_learning_epochs, 1)
+        int_in("algo.num_mini_batches", self.num_mini_batches, 1)
+        float_in("algo.clip_param", self.clip_param, 0.0, 1.0, low_open=True)
+        float_in("algo.gamma", self.gamma, 0.0, 1.0)
+        float_in("algo.lam", self.lam, 0.0, 1.0)
+        float_in("algo.value_loss_coef", self.value_loss_coef, 0.0, 1.0e3)
+        float_in("algo.entropy_coef", self.entropy_coef, 0.0, 1.0e3)
         for key in ("actor_hidden_dims", "critic_hidden_dims"):
             dims = getattr(self, key)
             require(
@@ -137,12 +119,12 @@ class AlgoConfig:
                 dims,
                 "a non-empty list of positive layer widths",
             )
-        _finite_in("algo.init_std", self.init_std, 0.0, 1.0e3, low_open=True)
-        _finite_in("algo.std_min", self.std_min, 0.0, 1.0e6, low_open=True)
-        _finite_in("algo.std_max", self.std_max, self.std_min, 1.0e6, low_open=True)
+        float_in("algo.init_std", self.init_std, 0.0, 1.0e3, low_open=True)
+        float_in("algo.std_min", self.std_min, 0.0, 1.0e6, low_open=True)
+        float_in("algo.std_max", self.std_max, self.std_min, 1.0e6, low_open=True)
         for key in ("obs_clip", "reward_clip"):
             if getattr(self, key) is not None:
-                _finite_in(f"algo.{key}", getattr(self, key), 0.0, 1.0e9, low_open=True)
+                float_in(f"algo.{key}", getattr(self, key), 0.0, 1.0e9, low_open=True)
 
 
 @dataclass
@@ -160,9 +142,9 @@ class RunnerConfig:
     """rsl-rl's own check of env outputs (raises on NaN; SafeStep should have removed them first)."""
 
     def __post_init__(self) -> None:
-        _positive_int("runner.num_steps_per_env", self.num_steps_per_env)
-        _positive_int("runner.max_iterations", self.max_iterations)
-        _positive_int("runner.save_interval", self.save_interval)
+        int_in("runner.num_steps_per_env", self.num_steps_per_env, 1)
+        int_in("runner.max_iterations", self.max_iterations, 1)
+        int_in("runner.save_interval", self.save_interval, 1)
         require(bool(self.experiment_name), "runner.experiment_name", self.experiment_name, "a non-empty name")
 
 
