@@ -78,6 +78,7 @@ import math
 import os
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -444,5 +445,5 @@ def load_incident_arrays(directory: str | os.PathLike[str], record: dict[str, An
     try:
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
         raise IncidentError(f"cannot read incident arrays {path}: {err}") from err

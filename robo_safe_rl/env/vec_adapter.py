@@ -131,9 +131,10 @@ class GymVecEnv(VecEnv):
         return sum_injected(self.envs)
 
     def set_iteration(self, iteration: int) -> None:
-        """Tell the incident recorder (if any) that the next rollout belongs to iteration ``iteration + 1``."""
+        """Tell the incident recorder (if any) that the coming rollout belongs to training iteration ``iteration``
+        (the runner calls this before each rollout; ``model_<iteration>.pt`` is saved after it)."""
         if self.recorder is not None:
-            self.recorder.set_context(iteration=iteration + 1)
+            self.recorder.set_context(iteration=iteration)
 
     def close(self) -> None:
         """Close every env (frees their physics clients)."""
@@ -144,4 +145,3 @@ class GymVecEnv(VecEnv):
         # A fresh array is made every step and never written again, so the tensor may share its memory.
         tensor = torch.from_numpy(obs).to(self.device)
         return TensorDict({"policy": tensor}, batch_size=[self.num_envs], device=self.device)
-

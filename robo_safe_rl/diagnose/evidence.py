@@ -1,0 +1,275 @@
+"""Evidence from the run around an incident: the policy checkpoint of its iteration and the training's safety events.
+
+- Checkpoint: ``--checkpoint`` when given, else the newest ``model_<k>.pt`` of the run directory with
+  ``k <= iteration``; inspected once per file with the checkpoint inspector (non-finite tensors, actor layers first).
+- Events: ``<run_dir>/safety_events.jsonl`` (written by the runner: ``rollback``, ``recovery_failed``,
+  ``checkpoint_refused``, ``grad_guard``). For an incident at iteration ``i``: the first and the latest trouble event
+  (``grad_guard``, ``rollback``, ``recovery_failed``) with ``iteration <= i``, their count, and the checkpoints
+  refused up to ``i``. A line of that file that cannot be read is skipped with a note: the events are corroborating
+  evidence, not the input being diagnosed.
+- Fire drill: the run's ``config.yaml`` says which faults a drill injected (``faults.env.<fault> > 0``); incidents
+  of those kinds may be injected on purpose, and the verdicts say so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from robo_safe_rl.checkpoint.report import CHECKPOINT_NAME, Status, inspect_file
+from robo_safe_rl.checkpoint.stats import Part
+from robo_safe_rl.env.faults import KIND_OF_FAULT
+from robo_safe_rl.errors import CheckpointError
+
+logger = logging.getLogger(__name__)
+
+EVENTS_FILE = "safety_events.jsonl"
+#: Event kinds that mark trouble in the learning state.
+TROUBLE_KINDS: tuple[str, ...] = ("grad_guard", "rollback", "recovery_failed")
+#: The gradient guard's counts worth naming in a line (its norms are not trouble).
+_GRAD_KEYS = (
+    "grad_nonfinite_steps",
+    "grad_steps_skipped",
+    "grad_steps_zeroed",
+    "grad_nonfinite_elements",
+    "loss_nonfinite",
+)
+_EVENT_LABEL = {"grad_guard": "gradient event", "rollback": "rollback", "recovery_failed": "failed recovery"}
+
+
+@dataclass(frozen=True)
+class CheckpointFinding:
+    """What the inspector found in the checkpoint consulted for an incident.
+
+    Attributes:
+        path: The file.
+        chosen_by: ``"--checkpoint"`` or ``"newest model_<k>.pt with k <= iteration <i>"``.
+        status: ``clean``, ``corrupt`` or ``unreadable``.
+        tensors: Tensors inspected.
+        layers: Names of the tensors holding NaN/Inf, actor tensors first.
+        actor_layers: Those of the actor.
+        iteration: Iteration from the file name (``model_<k>.pt``) or stored in the file.
+        error: Why it is unreadable.
+    """
+
+    path: Path
+    chosen_by: str
+    status: str
+    tensors: int = 0
+    layers: list[str] = field(default_factory=list)
+    actor_layers: list[str] = field(default_factory=list)
+    iteration: int | None = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        """``"model_10.pt has 3 non-finite tensors (actor_state_dict/mlp.0.weight, ...)"``."""
+        if self.status == Status.UNREADABLE.value:
+            return f"{self.path.name} cannot be read: {self.error}"
+        if not self.layers:
+            return f"{self.path.name} is clean ({self.tensors} tensors finite)"
+        shown = ", ".join(self.layers[:4]) + (", ..." if len(self.layers) > 4 else "")
+        noun = "tensor" if len(self.layers) == 1 else "tensors"
+        return f"{self.path.name} has {len(self.layers)} non-finite {noun} ({shown})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values."""
+        return {
+            "path": str(self.path),
+            "chosen_by": self.chosen_by,
+            "status": self.status,
+            "iteration": self.iteration,
+            "tensors": self.tensors,
+            "nonfinite_tensors": len(self.layers),
+            "layers": self.layers,
+            "actor_layers": self.actor_layers,
+            "error": self.error,
+        }
+
+
+def checkpoint_for(run_dir: Path | None, iteration: int | None) -> Path | None:
+    """The newest ``model_<k>.pt`` of ``run_dir`` with ``k <= iteration``; ``None`` when there is none."""
+    if run_dir is None or iteration is None or not run_dir.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := CHECKPOINT_NAME.fullmatch(p.name))]
+    older = [(k, p) for k, p in found if k <= iteration]
+    return max(older)[1] if older else None
+
+
+class CheckpointCache:
+    """Inspects each checkpoint once (a run's incidents often share one)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, CheckpointFinding] = {}
+
+    def inspect(self, path: Path, chosen_by: str) -> CheckpointFinding:
+        """Inspect ``path`` (weights only, optimizer state included); an unreadable file gives ``status`` unreadable."""
+        key = path.resolve()
+        if key not in self._seen:
+            match = CHECKPOINT_NAME.fullmatch(path.name)
+            try:
+                report = inspect_file(path)
+            except CheckpointError as err:
+                reason = str(err).removeprefix(f"{path}: ")
+                finding = CheckpointFinding(path, chosen_by, Status.UNREADABLE.value, error=reason)
+            else:
+                bad = report.nonfinite_rows
+                actor = [r.name for r in bad if r.part is Part.ACTOR]
+                others = [r.name for r in bad if r.part is not Part.ACTOR]
+                iteration = int(match.group(1)) if match else report.iteration
+                finding = CheckpointFinding(
+                    path, chosen_by, report.status.value, len(report.rows), actor + others, actor, iteration
+                )
+            self._seen[key] = finding
+        seen = self._seen[key]
+        return seen if seen.chosen_by == chosen_by else _with_choice(seen, chosen_by)
+
+
+def _with_choice(finding: CheckpointFinding, chosen_by: str) -> CheckpointFinding:
+    return CheckpointFinding(
+        finding.path,
+        chosen_by,
+        finding.status,
+        finding.tensors,
+        finding.layers,
+        finding.actor_layers,
+        finding.iteration,
+        finding.error,
+    )
+
+
+def read_events(run_dir: Path | None) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """The run's safety events, and notes about lines that were skipped.
+
+    Returns:
+        ``(None, [])`` when the run has no events file; else the events with an integer ``iteration`` and the notes.
+    """
+    if run_dir is None:
+        return None, []
+    path = run_dir / EVENTS_FILE
+    if not path.is_file():
+        return None, []
+    notes: list[str] = []
+    events: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        return None, [f"{path}: cannot read it ({err}); safety events not consulted"]
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            notes.append(f"{path}:{number}: not a JSON event, skipped")
+            continue
+        if isinstance(event, dict) and isinstance(event.get("iteration"), int) and isinstance(event.get("kind"), str):
+            events.append(event)
+        else:
+            notes.append(f"{path}:{number}: not a safety event (no iteration or kind), skipped")
+    return events, notes
+
+
+@dataclass(frozen=True)
+class EventFinding:
+    """The run's safety events up to an incident's iteration.
+
+    Attributes:
+        iteration: The incident's iteration.
+        first: The first trouble event (``grad_guard``, ``rollback``, ``recovery_failed``) at or before it.
+        latest: The latest one at or before it.
+        count: How many trouble events at or before it.
+        refused: ``checkpoint_refused`` events at or before it.
+    """
+
+    iteration: int
+    first: dict[str, Any] | None
+    latest: dict[str, Any] | None
+    count: int
+    refused: list[dict[str, Any]]
+
+    def describe(self) -> str:
+        """``"first gradient event at iteration 9 (grad_nonfinite_steps=3); 2 up to iteration 12, latest: rollback
+        at iteration 11: <what>"``."""
+        if self.first is None:
+            text = f"no gradient-guard event or rollback up to iteration {self.iteration}"
+        else:
+            text = f"first {describe_event(self.first)}"
+            if self.count > 1 and self.latest is not None:
+                text += f"; {self.count} up to iteration {self.iteration}, latest: {describe_event(self.latest)}"
+        if self.refused:
+            first_refused = self.refused[0]["iteration"]
+            text += f"; {len(self.refused)} checkpoint(s) refused as non-finite, first at iteration {first_refused}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values."""
+        return {
+            "iteration": self.iteration,
+            "first": self.first,
+            "latest": self.latest,
+            "count": self.count,
+            "checkpoint_refused": self.refused,
+        }
+
+
+def correlate(events: list[dict[str, Any]], iteration: int) -> EventFinding:
+    """The events relevant to an incident at ``iteration`` (pure; ``events`` in file order)."""
+    trouble = sorted(
+        (e for e in events if e["kind"] in TROUBLE_KINDS and e["iteration"] <= iteration), key=lambda e: e["iteration"]
+    )
+    refused = [e for e in events if e["kind"] == "checkpoint_refused" and e["iteration"] <= iteration]
+    return EventFinding(
+        iteration=iteration,
+        first=trouble[0] if trouble else None,
+        latest=trouble[-1] if trouble else None,
+        count=len(trouble),
+        refused=refused,
+    )
+
+
+def describe_event(event: dict[str, Any]) -> str:
+    """``"gradient event at iteration 9 (grad_nonfinite_steps=3)"``, ``"rollback at iteration 12: <what>"``."""
+    kind = str(event.get("kind"))
+    text = f"{_EVENT_LABEL.get(kind, kind)} at iteration {event.get('iteration')}"
+    if kind == "grad_guard":
+        counts = [f"{k}={event[k]:g}" for k in _GRAD_KEYS if isinstance(event.get(k), (int, float)) and event[k]]
+        return f"{text} ({', '.join(counts)})" if counts else text
+    what = event.get("what")
+    return f"{text}: {what}" if what else text
+
+
+def read_run_config(run_dir: Path | None) -> dict[str, Any] | None:
+    """The run's resolved ``config.yaml`` as plain data; ``None`` when absent or unreadable."""
+    path = None if run_dir is None else run_dir / "config.yaml"
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OSError, OmegaConfBaseException, ValueError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def drill_settings(config: dict[str, Any] | None) -> dict[str, str]:
+    """The run's fire-drill settings that inject incidents, keyed by the incident kind they produce.
+
+    Returns:
+        ``{"nonfinite_action": "faults.env.action_nonfinite=0.02", ...}``; empty without a drill.
+    """
+    faults = (config or {}).get("faults")
+    env = faults.get("env") if isinstance(faults, dict) else None
+    if not isinstance(env, dict):
+        return {}
+    found = {}
+    for key, kind in KIND_OF_FAULT.items():
+        value = env.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            found[kind.value] = f"faults.env.{key}={value:g}"
+    return found
