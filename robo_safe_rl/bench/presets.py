@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 #: rsl-rl's adaptive schedule never goes below this learning rate.
 LR_FLOOR = 1.0e-5
 
@@ -32,6 +35,7 @@ class RunResult:
     drill: bool
     curve: list[tuple[int, float]]  # (env steps, mean return of the episodes that ended in that iteration)
     final_return: float | None
+    reward_per_step_last: float | None
     env_steps: int
     wall_s: float
     lr_median: float
@@ -71,6 +75,7 @@ def run_one(repo: Path, out: Path, preset: str, seed: int, iterations: int, dril
         drill=drill,
         curve=curve,
         final_return=None,
+        reward_per_step_last=summary["reward_per_step_last"],
         env_steps=summary["env_steps"],
         wall_s=summary["wall_s"],
         lr_median=statistics.median(lrs) if lrs else float("nan"),
@@ -81,9 +86,36 @@ def run_one(repo: Path, out: Path, preset: str, seed: int, iterations: int, dril
     )
 
 
-def final_return(curve: list[tuple[int, float]], tail: int) -> float | None:
-    """Mean of the last ``tail`` points of a return curve (``None`` when no episode ended)."""
-    return statistics.fmean(v for _, v in curve[-tail:]) if curve else None
+def evaluate_policy(checkpoint: Path, env_id: str, episodes: int = 16, seed: int = 10_000) -> float:
+    """Mean return of the checkpoint's deterministic policy over one full episode in each of ``episodes`` envs."""
+    import gymnasium as gym
+
+    from robo_safe_rl.diagnose.policy import build_actor, load_actor_state, network_spec
+
+    config_path = checkpoint.parent / "config.yaml"
+    config = None
+    if config_path.exists():
+        from omegaconf import OmegaConf
+
+        config = OmegaConf.to_container(OmegaConf.load(config_path))
+    state, _ = load_actor_state(checkpoint)
+    actor = build_actor(network_spec(state, config, checkpoint), state, checkpoint)
+    envs = [gym.make(env_id, disable_env_checker=True) for _ in range(episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
+    returns = np.zeros(episodes)
+    running = np.ones(episodes, dtype=bool)
+    from tensordict import TensorDict
+
+    while running.any():
+        with torch.inference_mode():
+            actions = actor(TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[episodes])).numpy()
+        for i in np.flatnonzero(running):
+            obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
+            returns[i] += reward
+            running[i] = not (terminated or truncated)
+    for env in envs:
+        env.close()
+    return float(returns.mean())
 
 
 def bench_presets(
@@ -93,7 +125,7 @@ def bench_presets(
     seeds: tuple[int, ...] = (1, 2, 3),
     iterations: int = 250,
     workers: int = 2,
-    tail: int = 2,
+    eval_episodes: int = 16,
     extra: list[str] | None = None,
 ) -> dict[str, Any]:
     """Train every preset x seed, plus every preset under the gauntlet drill (first seed), and summarise."""
@@ -102,7 +134,10 @@ def bench_presets(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda job: run_one(repo, out, job[0], job[1], iterations, job[2], extra or []), jobs))
     for r in results:
-        r.final_return = final_return(r.curve, tail)
+        run_dir = out / f"{r.preset}_seed{r.seed}{'_drill' if r.drill else ''}"
+        summary = json.loads((run_dir / "summary.json").read_text())
+        if summary["final_checkpoint"]:
+            r.final_return = evaluate_policy(Path(summary["final_checkpoint"]), "RoboSafe/Ant-v0", eval_episodes)
     table: dict[str, Any] = {}
     for preset in presets:
         runs = [r for r in results if r.preset == preset and not r.drill]
@@ -120,13 +155,20 @@ def bench_presets(
             "drill": {
                 "status": drill.status,
                 "final_return": drill.final_return,
+                "reward_per_step_last": drill.reward_per_step_last,
                 "rollbacks": drill.safety.get("rollbacks", 0),
                 "grad_steps_skipped": drill.safety.get("grad_steps_skipped", 0),
                 "physics_errors": drill.safety.get("physics_errors", 0),
                 "faults_injected": sum(drill.faults_injected.values()),
             },
         }
-    return {"iterations": iterations, "seeds": list(seeds), "tail": tail, "presets": table, "runs": results}
+    return {
+        "iterations": iterations,
+        "seeds": list(seeds),
+        "eval_episodes": eval_episodes,
+        "presets": table,
+        "runs": results,
+    }
 
 
 def plot_curves(result: dict[str, Any], path: Path) -> None:
