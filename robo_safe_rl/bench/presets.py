@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
+from robo_safe_rl.training.play import play
 
 #: rsl-rl's adaptive schedule never goes below this learning rate.
 LR_FLOOR = 1.0e-5
@@ -86,38 +85,6 @@ def run_one(repo: Path, out: Path, preset: str, seed: int, iterations: int, dril
     )
 
 
-def evaluate_policy(checkpoint: Path, env_id: str, episodes: int = 16, seed: int = 10_000) -> float:
-    """Mean return of the checkpoint's deterministic policy over one full episode in each of ``episodes`` envs."""
-    import gymnasium as gym
-
-    from robo_safe_rl.diagnose.policy import build_actor, load_actor_state, network_spec
-
-    config_path = checkpoint.parent / "config.yaml"
-    config = None
-    if config_path.exists():
-        from omegaconf import OmegaConf
-
-        config = OmegaConf.to_container(OmegaConf.load(config_path))
-    state, _ = load_actor_state(checkpoint)
-    actor = build_actor(network_spec(state, config, checkpoint), state, checkpoint)
-    envs = [gym.make(env_id, disable_env_checker=True) for _ in range(episodes)]
-    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
-    returns = np.zeros(episodes)
-    running = np.ones(episodes, dtype=bool)
-    from tensordict import TensorDict
-
-    while running.any():
-        with torch.inference_mode():
-            actions = actor(TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[episodes])).numpy()
-        for i in np.flatnonzero(running):
-            obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
-            returns[i] += reward
-            running[i] = not (terminated or truncated)
-    for env in envs:
-        env.close()
-    return float(returns.mean())
-
-
 def bench_presets(
     repo: Path,
     out: Path,
@@ -137,7 +104,7 @@ def bench_presets(
         run_dir = out / f"{r.preset}_seed{r.seed}{'_drill' if r.drill else ''}"
         summary = json.loads((run_dir / "summary.json").read_text())
         if summary["final_checkpoint"]:
-            r.final_return = evaluate_policy(Path(summary["final_checkpoint"]), "RoboSafe/Ant-v0", eval_episodes)
+            r.final_return = play(Path(summary["final_checkpoint"]), episodes=eval_episodes).mean_return
     table: dict[str, Any] = {}
     for preset in presets:
         runs = [r for r in results if r.preset == preset and not r.drill]

@@ -206,6 +206,23 @@ def inspect_run_dir(path: str | Path, *, include_optimizer: bool = True) -> RunR
     return RunReport(path=Path(path), checkpoints=reports, include_optimizer=include_optimizer)
 
 
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The checkpoint a user means by ``path``: the file itself, or a run directory's newest clean one.
+
+    Raises:
+        CheckpointError: The path does not exist, or the directory holds no clean ``model_<iter>.pt``.
+    """
+    target = Path(path)
+    if target.is_file():
+        return target
+    if not target.is_dir():
+        raise CheckpointError(f"{target}: no such checkpoint file or run directory")
+    clean = inspect_run_dir(target).last_clean
+    if clean is None:
+        raise CheckpointError(f"{target}: the run directory holds no clean checkpoint")
+    return Path(clean.path)
+
+
 def exit_code(report: CheckpointReport | RunReport) -> int:
     """0 when every checkpoint is clean, 1 when any holds non-finite values, else 2 (some file unreadable)."""
     statuses = {c.status for c in (report.checkpoints if isinstance(report, RunReport) else [report])}

@@ -79,20 +79,12 @@ def resolve_resume(path: str) -> Path:
     Raises:
         ConfigError: If the path does not exist, or the directory holds no clean checkpoint.
     """
-    from robo_safe_rl.checkpoint.report import inspect_run_dir
+    from robo_safe_rl.checkpoint.report import resolve_checkpoint
 
-    target = Path(path)
-    if target.is_file():
-        return target
-    if not target.is_dir():
-        raise ConfigError(f"invalid config value resume={path!r}: no such checkpoint file or run directory")
     try:
-        report = inspect_run_dir(target)
+        return resolve_checkpoint(path)
     except RoboSafeRLError as err:
         raise ConfigError(f"invalid config value resume={path!r}: {err}") from err
-    if report.last_clean is None:
-        raise ConfigError(f"invalid config value resume={path!r}: the run directory holds no clean checkpoint")
-    return Path(report.last_clean.path)
 
 
 def seed_everything(seed: int) -> None:

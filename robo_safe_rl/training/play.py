@@ -1,0 +1,137 @@
+"""``python tools/play.py PATH``: run a trained policy deterministically and report its returns (and frames).
+
+PATH is a ``model_<iter>.pt`` or a run directory (its newest clean checkpoint). The network is rebuilt from the
+checkpoint's shapes and the run's ``config.yaml`` (activation, observation clip), the weights are loaded with
+``weights_only=True``, and the policy's mean action is applied in ``--episodes`` envs of the task, one full episode
+each (envs seeded ``--seed + i``). With ``--frames DIR`` the first env is rendered every ``--every`` steps to PNG.
+
+Exit codes: 0 done, 1 the policy emitted a non-finite action (the episode is stopped there; diagnose it with
+``tools/diagnose.py --policy``), 2 unusable input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from robo_safe_rl.errors import ConfigError, RoboSafeRLError
+
+
+@dataclass
+class PlayResult:
+    """Returns and lengths of the episodes a policy played."""
+
+    checkpoint: str
+    task: str
+    returns: list[float]
+    lengths: list[int]
+    nonfinite_action_at: int | None  # first env step with a non-finite action, or None
+
+    @property
+    def mean_return(self) -> float:
+        """Mean episode return."""
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+
+def load_policy(checkpoint: Path) -> tuple[Any, dict[str, Any] | None]:
+    """Rebuild the actor of an rsl-rl checkpoint (and return the run's config when it sits beside it)."""
+    from omegaconf import OmegaConf
+
+    from robo_safe_rl.diagnose.policy import build_actor, load_actor_state, network_spec
+
+    config_path = checkpoint.parent / "config.yaml"
+    config = OmegaConf.to_container(OmegaConf.load(config_path)) if config_path.exists() else None
+    state, _ = load_actor_state(checkpoint)
+    return build_actor(network_spec(state, config, checkpoint), state, checkpoint), config
+
+
+def play(
+    checkpoint: Path,
+    env_id: str | None = None,
+    episodes: int = 16,
+    seed: int = 10_000,
+    frames: Path | None = None,
+    every: int = 10,
+) -> PlayResult:
+    """Play ``episodes`` full episodes with the checkpoint's deterministic policy, all envs stepped together.
+
+    Raises:
+        ConfigError: If no task is given and the run's config.yaml does not name one.
+    """
+    import gymnasium as gym
+
+    actor, config = load_policy(checkpoint)
+    if env_id is None:
+        env_id = (config or {}).get("task", {}).get("env_id")
+        if not env_id:
+            raise ConfigError(f"{checkpoint}: no config.yaml beside it names the task; pass --task")
+    envs = [gym.make(env_id, render_mode="rgb_array" if i == 0 and frames else None) for i in range(episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+    returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=int)
+    running = np.ones(episodes, dtype=bool)
+    bad_at: int | None = None
+    if frames is not None:
+        frames.mkdir(parents=True, exist_ok=True)
+    import matplotlib.pyplot as plt
+
+    try:
+        while running.any():
+            with torch.inference_mode():
+                actions = actor(TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[episodes])).numpy()
+            if not np.isfinite(actions[running]).all():
+                bad_at = int(lengths.max())
+                break
+            for i in np.flatnonzero(running):
+                obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
+                returns[i] += reward
+                lengths[i] += 1
+                running[i] = not (terminated or truncated)
+            if frames is not None and running[0] and lengths[0] % every == 0:
+                plt.imsave(frames / f"frame_{lengths[0]:05d}.png", envs[0].render())
+    finally:
+        for env in envs:
+            env.close()
+    return PlayResult(str(checkpoint), env_id, returns.tolist(), lengths.tolist(), bad_at)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of ``tools/play.py``; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="tools/play.py", description=__doc__.splitlines()[0])
+    parser.add_argument("path", help="a model_<iter>.pt, or a run directory (its newest clean checkpoint)")
+    parser.add_argument("--task", help="gymnasium id (default: task.env_id of the run's config.yaml)")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes, played in parallel (default 16)")
+    parser.add_argument("--seed", type=int, default=10_000, help="env i is reset with seed + i")
+    parser.add_argument("--frames", type=Path, help="write PNG frames of the first episode into this folder")
+    parser.add_argument("--every", type=int, default=10, help="render every this many steps (default 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args(argv)
+    try:
+        if args.episodes < 1 or args.every < 1:
+            raise ConfigError(f"--episodes and --every must be >= 1, got {args.episodes} and {args.every}")
+        from robo_safe_rl.checkpoint.report import resolve_checkpoint
+
+        checkpoint = resolve_checkpoint(args.path)
+        result = play(checkpoint, args.task, args.episodes, args.seed, args.frames, args.every)
+    except (RoboSafeRLError, OSError) as err:
+        print(f"play: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # gymnasium's unknown-id errors and the like: unusable input, one line
+        print(f"play: {args.path}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({**asdict(result), "mean_return": result.mean_return}))
+    else:
+        print(f"{result.checkpoint} on {result.task}: {len(result.returns)} episodes")
+        print(f"return: mean {result.mean_return:.1f}, min {min(result.returns):.1f}, max {max(result.returns):.1f}")
+        print(f"length: mean {np.mean(result.lengths):.0f} steps")
+        if result.nonfinite_action_at is not None:
+            print(f"the policy emitted a non-finite action at step {result.nonfinite_action_at}: stopped there")
+    return 1 if result.nonfinite_action_at is not None else 0

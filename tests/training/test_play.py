@@ -1,0 +1,67 @@
+"""tools/play.py: a trained policy plays full episodes; a NaN policy is reported; bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.training.play import main as play_main
+from robo_safe_rl.training.train import main as train_main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("play") / "run"
+    args = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2", f"run_dir={run}"]
+    assert train_main(args) == 0
+    return run
+
+
+def test_plays_full_episodes_from_a_run_directory(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert play_main([str(run_dir), "--episodes", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["checkpoint"] == str(run_dir / "model_1.pt")  # the newest clean checkpoint
+    assert result["task"] == "RoboSafe/Ant-v0" and len(result["returns"]) == 2
+    # An Ant episode ends at 1000 steps or when the torso drops below 0.26 m; either way it ended.
+    assert all(0 < n <= 1000 for n in result["lengths"]) and result["nonfinite_action_at"] is None
+
+
+def test_frames_are_written(run_dir: Path, tmp_path: Path) -> None:
+    assert play_main([str(run_dir / "model_1.pt"), "--episodes", "1", "--frames", str(tmp_path), "--every", "100"]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.png"))[:1] == ["frame_00100.png"]
+
+
+def test_a_nan_policy_is_stopped_and_reported(run_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "model_9.pt"
+    checkpoint = torch.load(run_dir / "model_1.pt", weights_only=True)
+    checkpoint["actor_state_dict"]["mlp.0.weight"][0, 0] = float("nan")
+    torch.save(checkpoint, bad)  # written without the finite-only check, on purpose
+    (tmp_path / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    assert play_main([str(bad), "--episodes", "1"]) == 1
+
+
+@pytest.mark.parametrize("path", ["missing_dir", "empty_dir"])
+def test_unusable_input_exits_2(path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty_dir").mkdir()
+    assert play_main([str(tmp_path / path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_tool_runs_as_a_subprocess(run_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "tools/play.py", str(run_dir), "--episodes", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 episodes" in done.stdout and "return: mean" in done.stdout
