@@ -245,10 +245,12 @@ class SafeRunner(OnPolicyRunner):
             learn_time = time.time() - start
             self.current_learning_iteration = it
             self._log_iteration(it, start_it, total_it, collect_time, learn_time, loss_dict)
-            # (3) Snapshots: every snapshot_interval good iterations, and at every good save below.
-            if (it - start_it + 1) % self.recovery_cfg.snapshot_interval == 0:
+            # (3) Snapshots: every snapshot_interval good iterations and at every save iteration, on every rank (only
+            # rank 0 writes the checkpoint), so that all replicas roll back to the same state.
+            save_now = it % self.cfg["save_interval"] == 0
+            if save_now or (it - start_it + 1) % self.recovery_cfg.snapshot_interval == 0:
                 self.recovery.take(self.alg, it)
-            if self.logger.writer is not None and it % self.cfg["save_interval"] == 0:
+            if self.logger.writer is not None and save_now:
                 self.save(os.path.join(self.logger.log_dir, f"model_{it}.pt"))
             it += 1
         self.next_iteration = total_it
@@ -304,7 +306,6 @@ class SafeRunner(OnPolicyRunner):
         if result:
             self.last_clean_checkpoint = path
             self.final_checkpoint = path
-            self.recovery.take(self.alg, self.current_learning_iteration)
             self.logger.save_model(path, self.current_learning_iteration)
         else:
             self.counters["checkpoints_refused"] += 1

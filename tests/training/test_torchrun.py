@@ -1,0 +1,48 @@
+"""tools/train.py under torchrun on CPU (gloo): two ranks train together, agree on skips and rollbacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_two_cpu_ranks_train_with_faults_on_one_rank(tmp_path: Path) -> None:
+    run_dir = tmp_path / "ddp"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "tools/train.py",
+        "device=cpu",
+        "task.num_envs=2",
+        "runner.num_steps_per_env=8",
+        "runner.max_iterations=4",
+        "runner.save_interval=2",
+        "faults.grad.at_updates=[3,25]",
+        "faults.grad.rank=1",
+        "faults.policy.nonfinite_weights_after_update=[2]",
+        f"run_dir={run_dir}",
+    ]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 4
+    # Both ranks step their envs: the env steps of both are counted.
+    assert summary["env_steps"] == 4 * 2 * 8 * 2
+    # The NaN gradients were injected on rank 1 only; the guard's counters are summed over ranks.
+    assert summary["faults_injected"]["grad_nonfinite"] == 2
+    assert summary["safety"]["grad_steps_skipped"] == 2
+    # The poisoned update happened on both ranks, which agreed to roll back once.
+    assert summary["safety"]["rollbacks"] == 1
+    final = torch.load(summary["final_checkpoint"], weights_only=True)
+    assert all(torch.isfinite(t).all() for t in final["actor_state_dict"].values())
+    # Only rank 0 writes incidents/ and checkpoints; rank 1 keeps its own incident folder.
+    assert (run_dir / "incidents").is_dir() and (run_dir / "incidents_rank1").is_dir()
