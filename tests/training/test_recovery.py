@@ -174,3 +174,24 @@ def test_resume_of_a_missing_path_is_a_config_error(tmp_path: Path, capsys: pyte
     assert main([*SMALL, f"run_dir={tmp_path / 'run'}", f"resume={tmp_path / 'nowhere'}"]) == 2
     assert "resume=" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_non_finite_checkpoint_is_refused_and_the_previous_stays_newest(tmp_path: Path) -> None:
+    from robo_safe_rl.checkpoint.report import inspect_run_dir
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    runner = make_runner(run_dir)
+    runner.learn(3)  # saves model_0.pt and model_2.pt
+    with torch.no_grad():
+        runner.alg.critic.mlp[0].bias.fill_(float("inf"))  # weights forced non-finite outside any update
+    runner.current_learning_iteration = 3
+    runner.save(str(run_dir / "model_3.pt"))
+    assert not (run_dir / "model_3.pt").exists()
+    assert runner.counters["checkpoints_refused"] == 1
+    assert runner.last_clean_checkpoint == str(run_dir / "model_2.pt")
+    report = inspect_run_dir(run_dir)
+    assert report.first_corrupt is None and report.last_clean.path.name == "model_2.pt"
+    (event,) = [e for e in read_events(run_dir) if e["kind"] == "checkpoint_refused"]
+    assert event["layers"] == ["critic_state_dict/mlp.0.bias"]
+    runner.env.close()
