@@ -3,9 +3,10 @@
 #   make train        install (once) and run a short default training
 #   make test         install (once) and run the whole test suite, slow trainings included
 #
-# TORCH_SPEC picks the torch build. The default is the CPU build of 2.13.0; a GPU user passes a CUDA
-# build, e.g. `make train TORCH_SPEC="torch==2.13.0"` with pip pointed at a CUDA index through
-# PIP_INDEX_URL / PIP_EXTRA_INDEX_URL, or simply TORCH_SPEC=torch on Linux, where PyPI's default wheel is CUDA.
+# TORCH_SPEC picks the torch build and is installed before the project, so the project's own torch range is then
+# already met and pip never swaps one build for another. The default takes a local CPU wheel of 2.13.0 where pip's
+# find-links provide one (CI); a GPU user passes e.g. TORCH_SPEC=torch (PyPI's Linux wheel is the CUDA build) or
+# points pip at a CUDA wheel index through PIP_INDEX_URL / PIP_EXTRA_INDEX_URL.
 
 PYTHON ?= python3
 VENV ?= .venv
