@@ -122,15 +122,14 @@ def section_checkpoint(quick: bool) -> str:
 
 def section_presets(quick: bool) -> str:
     """The three presets on Ant: 3 seeds each on one budget, and each under the gauntlet drill (minutes)."""
-    import tempfile
-
     from robo_safe_rl.bench.presets import bench_presets, plot_curves
 
     repo = Path(__file__).resolve().parents[2]
     iterations = 6 if quick else PRESET_ITERATIONS
-    with tempfile.TemporaryDirectory(prefix="bench_presets_") as tmp:
-        extra = ["task.num_envs=4"] if quick else []
-        r = bench_presets(repo, Path(tmp), iterations=iterations, extra=extra, eval_episodes=2 if quick else 16)
+    # The runs stay in logs/bench_presets/ (ignored by git) for TensorBoard and tools/play.py.
+    out = repo / "logs" / ("bench_presets_quick" if quick else "bench_presets")
+    extra = ["task.num_envs=4"] if quick else []
+    r = bench_presets(repo, out, iterations=iterations, extra=extra, eval_episodes=2 if quick else 16)
     plot = repo / "docs" / "presets_ant.png"
     plot_curves(r, plot)
     rows = []

@@ -3,7 +3,8 @@
 PATH is a ``model_<iter>.pt`` or a run directory (its newest clean checkpoint). The network is rebuilt from the
 checkpoint's shapes and the run's ``config.yaml`` (activation, observation clip), the weights are loaded with
 ``weights_only=True``, and the policy's mean action is applied in ``--episodes`` envs of the task, one full episode
-each (envs seeded ``--seed + i``). With ``--frames DIR`` the first env is rendered every ``--every`` steps to PNG.
+each (envs seeded ``--seed + i``), through SafeStep as in training. With ``--frames DIR`` the first env is rendered
+every ``--every`` steps to PNG.
 
 Exit codes: 0 done, 1 the policy emitted a non-finite action (the episode is stopped there; diagnose it with
 ``tools/diagnose.py --policy``), 2 unusable input (one line on stderr).
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from robo_safe_rl.env.safe_step import SafeStep
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 
 
@@ -73,7 +75,9 @@ def play(
         env_id = (config or {}).get("task", {}).get("env_id")
         if not env_id:
             raise ConfigError(f"{checkpoint}: no config.yaml beside it names the task; pass --task")
-    envs = [gym.make(env_id, render_mode="rgb_array" if i == 0 and frames else None) for i in range(episodes)]
+    # SafeStep as in training: actions are clamped to the action space before the task sees them (as Stable-Baselines3
+    # does too), which matters for Ant, whose electricity cost reads the unclipped action.
+    envs = [SafeStep(gym.make(env_id, render_mode="rgb_array" if i == 0 and frames else None)) for i in range(episodes)]
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=int)
     running = np.ones(episodes, dtype=bool)
