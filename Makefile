@@ -11,7 +11,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
-TRAIN_ARGS ?= runner.max_iterations=50
+TRAIN_ARGS ?= runner.max_iterations=60 task.max_episode_steps=200
 PYTEST_ARGS ?=
 
 BIN := $(VENV)/bin
