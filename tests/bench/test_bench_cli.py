@@ -1,0 +1,51 @@
+"""tools/bench.py: sections print Markdown with command, machine and date, and --write replaces only their section."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.bench.cli import main, write_section
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_write_replaces_only_its_section(tmp_path: Path) -> None:
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text("# Benchmarks\n\nintro\n\n<!-- bench:env -->\nold\n<!-- /bench:env -->\n\nnotes that stay\n")
+    write_section(doc, "env", "<!-- bench:env -->\nnew\n<!-- /bench:env -->")
+    write_section(doc, "guard", "<!-- bench:guard -->\nadded\n<!-- /bench:guard -->")
+    text = doc.read_text()
+    assert "old" not in text and "new" in text and "notes that stay" in text and "intro" in text
+    assert text.rstrip().endswith("<!-- /bench:guard -->")
+
+
+def test_quick_section_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "B.md"
+    assert main(["--quick", "--only", "safestep", "--write", str(doc)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("<!-- bench:safestep -->")
+    assert "Command: `python tools/bench.py --quick --only safestep`" in out  # --write and its path are not shown
+    assert "| SafeStep (defaults) |" in out and "date: " in out
+    assert doc.read_text().count("<!-- bench:safestep -->") == 1
+
+
+def test_unknown_section_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--only", "warp"]) == 2
+    assert "unknown section(s) ['warp']" in capsys.readouterr().err
+
+
+def test_tool_runs_as_a_subprocess() -> None:
+    done = subprocess.run(
+        [sys.executable, "tools/bench.py", "--quick", "--only", "safestep"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "<!-- /bench:safestep -->" in done.stdout
