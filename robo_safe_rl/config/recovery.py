@@ -23,7 +23,8 @@ class RecoveryConfig:
     """Take an in-memory snapshot (model, optimizer, normalisers, learning rate) every this many good iterations,
     and at every good checkpoint save. In [1, 1_000_000]."""
     lr_factor: float = 0.5
-    """The learning rate after a rollback is the snapshot's times this factor. In (0, 1]."""
+    """The learning rate after a rollback is the snapshot's times this factor, to the power of the rollbacks in a row
+    (0.5, then 0.25, ...). In (0, 1]."""
     max_rollbacks: int = 3
     """Rollbacks in a row without a new good snapshot in between before the run stops with
     :class:`~robo_safe_rl.errors.RecoveryError`. In [1, 1000]."""
@@ -48,6 +49,9 @@ class PolicyFaultConfig:
     """Iterations after whose update one actor weight becomes NaN."""
     nonfinite_weights_before_rollout: list[int] = field(default_factory=list)
     """Iterations before whose rollout one actor weight becomes NaN (the policy then emits NaN actions)."""
+    rank: int | None = None
+    """Corrupt the policy on this global rank only (multi-process drills: the others must roll back with it);
+    ``None`` on every rank."""
 
     def __post_init__(self) -> None:
         for key in ("nonfinite_weights_after_update", "nonfinite_weights_before_rollout"):
@@ -59,6 +63,8 @@ class PolicyFaultConfig:
                 "a list of iteration indices >= 0",
             )
             setattr(self, key, values)
+        if self.rank is not None:
+            int_in("faults.policy.rank", self.rank, 0)
 
     @property
     def enabled(self) -> bool:

@@ -20,6 +20,11 @@ from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 
+#: rsl-rl's activation names (``rsl_rl.utils.resolve_nn_activation``).
+ACTIVATIONS = frozenset(
+    {"elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish", "identity"}
+)
+
 
 class Schedule(Enum):
     """rsl-rl's learning-rate schedule."""
@@ -111,6 +116,12 @@ class AlgoConfig:
         float_in("algo.lam", self.lam, 0.0, 1.0)
         float_in("algo.value_loss_coef", self.value_loss_coef, 0.0, 1.0e3)
         float_in("algo.entropy_coef", self.entropy_coef, 0.0, 1.0e3)
+        require(
+            self.activation.lower() in ACTIVATIONS,
+            "algo.activation",
+            self.activation,
+            f"one of rsl-rl's activations {sorted(ACTIVATIONS)}",
+        )
         for key in ("actor_hidden_dims", "critic_hidden_dims"):
             dims = getattr(self, key)
             require(
@@ -194,6 +205,15 @@ class TrainConfig:
         require(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
         require(bool(_DEVICE.match(self.device)), "device", self.device, "one of auto, cpu, cuda, cuda:N")
         require(bool(self.run_dir), "run_dir", self.run_dir, "a directory path")
+        # rsl-rl splits num_envs x num_steps_per_env transitions into num_mini_batches; an empty mini-batch trains on
+        # nothing and logs NaN losses without any error.
+        batch = self.task.num_envs * self.runner.num_steps_per_env
+        require(
+            batch >= self.algo.num_mini_batches,
+            "algo.num_mini_batches",
+            self.algo.num_mini_batches,
+            f"at most task.num_envs x runner.num_steps_per_env = {batch} (one transition per mini-batch at least)",
+        )
 
 
 def register_configs() -> None:

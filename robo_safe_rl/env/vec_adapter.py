@@ -56,11 +56,11 @@ class GymVecEnv(VecEnv):
             for name, space in (("observation", env.observation_space), ("action", env.action_space)):
                 if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
                     raise ConfigError(f"env {i}: GymVecEnv requires a flat Box {name} space, got {space}")
-            if env.observation_space.shape != envs[0].observation_space.shape:
-                raise ConfigError(
-                    f"env {i}: observation shape {env.observation_space.shape} differs from env 0's "
-                    f"{envs[0].observation_space.shape}"
-                )
+            for name in ("observation_space", "action_space"):
+                shape, first = getattr(env, name).shape, getattr(envs[0], name).shape
+                if shape != first:
+                    what = name.split("_")[0]
+                    raise ConfigError(f"env {i}: {what} shape {shape} differs from env 0's {first}")
         self.envs = list(envs)
         self.num_envs = len(self.envs)
         self.num_actions = int(self.envs[0].action_space.shape[0])

@@ -50,6 +50,22 @@ def make_task_env(cfg: TrainConfig) -> gym.Env:
     return gym.make(cfg.task.env_id, disable_env_checker=True, **kwargs)
 
 
+def check_task(cfg: TrainConfig) -> None:
+    """Fail before anything is written if the task id is unknown or the env cannot be made with ``task.env_kwargs``.
+
+    Raises:
+        ConfigError: Naming ``task.env_id`` or ``task.env_kwargs`` and the reason.
+    """
+    check_task_registered(cfg)
+    try:
+        make_task_env(cfg).close()
+    except (TypeError, ValueError, gym.error.Error) as err:
+        raise ConfigError(
+            f"invalid config value task.env_kwargs={dict(cfg.task.env_kwargs)!r}: expected keyword arguments that "
+            f"{cfg.task.env_id} accepts ({type(err).__name__}: {err})"
+        ) from err
+
+
 def build_vec_env(cfg: TrainConfig, run_dir: str, rank: int = 0) -> GymVecEnv:
     """Build ``task.num_envs`` guarded envs and their rsl-rl adapter (env i of rank r reset with seed + 1000 r + i).
 
@@ -62,14 +78,20 @@ def build_vec_env(cfg: TrainConfig, run_dir: str, rank: int = 0) -> GymVecEnv:
         folder = "incidents" if rank == 0 else f"incidents_rank{rank}"
         recorder = IncidentRecorder.from_config(Path(run_dir) / folder, cfg.safety.step)
     envs: list[gym.Env] = []
-    for i in range(cfg.task.num_envs):
-        index = 1000 * rank + i
-        env = make_task_env(cfg)
-        if faults.env_enabled:
-            env = EnvFaultInjector(env, faults, env_index=index)
-        if cfg.safety.step.enabled:
-            env = SafeStep(env, cfg.safety.step, env_index=index, recorder=recorder)
-        if faults.action_enabled:
-            env = ActionFaultInjector(env, faults, env_index=index)
-        envs.append(env)
-    return GymVecEnv(envs, seed=cfg.seed + 1000 * rank, cfg={"task": cfg.task.name}, recorder=recorder)
+    try:
+        for i in range(cfg.task.num_envs):
+            index = 1000 * rank + i
+            env = make_task_env(cfg)
+            envs.append(env)
+            if faults.env_enabled:
+                env = EnvFaultInjector(env, faults, env_index=index)
+            if cfg.safety.step.enabled:
+                env = SafeStep(env, cfg.safety.step, env_index=index, recorder=recorder)
+            if faults.action_enabled:
+                env = ActionFaultInjector(env, faults, env_index=index)
+            envs[-1] = env
+        return GymVecEnv(envs, seed=cfg.seed + 1000 * rank, cfg={"task": cfg.task.name}, recorder=recorder)
+    except BaseException:
+        for env in envs:  # free the physics clients of the envs already made
+            env.close()
+        raise

@@ -3,7 +3,8 @@
 PATH is a ``model_<iter>.pt`` or a run directory (its newest clean checkpoint). The network is rebuilt from the
 checkpoint's shapes and the run's ``config.yaml`` (activation, observation clip), the weights are loaded with
 ``weights_only=True``, and the policy's mean action is applied in ``--episodes`` envs of the task, one full episode
-each (envs seeded ``--seed + i``), through SafeStep as in training. With ``--frames DIR`` the first env is rendered
+each (envs seeded ``--seed + i``, with the run's ``task.env_kwargs`` and the task's own time limit), through
+SafeStep as in training. With ``--frames DIR`` the first env is rendered
 every ``--every`` steps to PNG.
 
 Exit codes: 0 done, 1 the policy emitted a non-finite action (the episode is stopped there; diagnose it with
@@ -71,13 +72,20 @@ def play(
     import gymnasium as gym
 
     actor, config = load_policy(checkpoint)
+    task = (config or {}).get("task", {})
     if env_id is None:
-        env_id = (config or {}).get("task", {}).get("env_id")
+        env_id = task.get("env_id")
         if not env_id:
             raise ConfigError(f"{checkpoint}: no config.yaml beside it names the task; pass --task")
+    # The run's env_kwargs apply when it is the run's task; the time limit is the task's own (a short training limit,
+    # such as make train's, is for learning, not for judging).
+    kwargs = dict(task.get("env_kwargs") or {}) if env_id == task.get("env_id") else {}
     # SafeStep as in training: actions are clamped to the action space before the task sees them (as Stable-Baselines3
     # does too), which matters for Ant, whose electricity cost reads the unclipped action.
-    envs = [SafeStep(gym.make(env_id, render_mode="rgb_array" if i == 0 and frames else None)) for i in range(episodes)]
+    envs = [
+        SafeStep(gym.make(env_id, render_mode="rgb_array" if i == 0 and frames else None, **kwargs))
+        for i in range(episodes)
+    ]
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=int)
     running = np.ones(episodes, dtype=bool)

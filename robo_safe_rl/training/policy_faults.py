@@ -6,6 +6,7 @@ injected fault is matched by exactly one recovery event in ``summary.json``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -30,10 +31,17 @@ class PolicyFaults:
 
     def __init__(self, cfg: PolicyFaultConfig) -> None:
         self.cfg = cfg
+        # One key per scheduled kind, zero until it fires: the same keys on every rank, so counts can be summed.
         self.injected: dict[str, int] = {}
+        if cfg.nonfinite_weights_before_rollout:
+            self.injected["policy_weights_before_rollout"] = 0
+        if cfg.nonfinite_weights_after_update:
+            self.injected["policy_weights_after_update"] = 0
         self._fired: set[tuple[str, int]] = set()
 
     def _fire(self, kind: str, schedule: list[int], alg: Any, iteration: int) -> None:
+        if self.cfg.rank is not None and self.cfg.rank != int(os.environ.get("RANK", "0")):
+            return
         if iteration in schedule and (kind, iteration) not in self._fired:
             self._fired.add((kind, iteration))
             poison_actor(alg)

@@ -75,6 +75,11 @@ class SafeLogger(Logger):
         self._reward_sum += float(rewards.sum())
         self._reward_count += rewards.numel()
 
+    def discard_rollout(self) -> None:
+        """Forget the episode logs and rewards of a rollout that was thrown away (a rollback)."""
+        self.ep_extras.clear()
+        self._reward_sum, self._reward_count = 0.0, 0
+
     def log_iteration(self, it: int, safety: dict[str, float], **kwargs: Any) -> None:
         """Log rsl-rl's metrics and ``Safety/*``, and record the iteration for the summary."""
         returns = [ep["Episode/return"] for ep in self.ep_extras if isinstance(ep.get("Episode/return"), torch.Tensor)]
@@ -120,7 +125,13 @@ class SafeRunner(OnPolicyRunner):
         self.recovery_cfg = recovery or RecoveryConfig()
         self.recovery = Recovery(self.recovery_cfg.lr_factor, self.recovery_cfg.max_rollbacks, log_dir)
         self.policy_faults = PolicyFaults(policy_faults or PolicyFaultConfig())
-        self.counters: dict[str, int] = {"checkpoints_refused": 0, "policy_fuse_trips": 0, "nonfinite_updates": 0}
+        self.counters: dict[str, int] = {
+            "checkpoints_refused": 0,
+            "policy_fuse_trips": 0,
+            "nonfinite_updates": 0,
+            "rollout_steps_discarded": 0,
+        }
+        self._env_totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
         self.last_clean_checkpoint: str | None = None
         self.final_checkpoint: str | None = None
         #: The iteration the next ``learn`` starts at (after a resume: the loaded iteration + 1).
@@ -139,19 +150,40 @@ class SafeRunner(OnPolicyRunner):
     # ------------------------------------------------------------------ counters and records
 
     def safety_counters(self) -> dict[str, int]:
-        """Cumulative safety counters of the whole stack: gradient guard, env side, recovery and checkpoints."""
+        """Cumulative safety counters: gradient guard, env side (all ranks), recovery and checkpoints."""
         counters: dict[str, int] = dict(getattr(self.alg, "safety_counters", {}))
-        counters.update(self._env_call("safety_counters", {}))
+        counters.update(self._env_side()[0])
         counters.update(self.counters)
         counters["rollbacks"] = self.recovery.rollbacks
         return counters
 
     def faults_injected(self) -> dict[str, int]:
-        """Cumulative counts of injected faults per kind (empty when no drill runs)."""
+        """Cumulative counts of injected faults per kind, all ranks (empty when no drill runs)."""
         injected = dict(getattr(self.alg, "faults_injected", {}))
-        injected.update(self._env_call("faults_injected", {}))
-        injected.update(self.policy_faults.injected)
+        injected.update(self._env_side()[1])
         return {k: v for k, v in injected.items() if v}
+
+    def _env_side(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The env side's counters and the env and policy faults injected: read live in one process, else the
+        all-rank sums of the last logged iteration."""
+        if not self.is_distributed:
+            self._refresh_env_totals()
+        return self._env_totals
+
+    def _refresh_env_totals(self) -> None:
+        """Read the env side's counters and injected faults, summed over ranks (one all-reduce; every rank calls
+        this at the same point of every iteration). The summary reads the last result, so that writing it after an
+        error on one rank never waits on a collective."""
+        counters = self._env_call("safety_counters", {})
+        injected = {**self._env_call("faults_injected", {}), **self.policy_faults.injected}
+        if self.is_distributed:
+            # Same keys on every rank: SafeStep's fixed counter names, and the fault kinds the (shared) config arms.
+            keys = [("c", k) for k in sorted(counters)] + [("f", k) for k in sorted(injected)]
+            values = torch.tensor([float((counters if t == "c" else injected)[k]) for t, k in keys], device=self.device)
+            torch.distributed.all_reduce(values, op=torch.distributed.ReduceOp.SUM)
+            for (t, k), v in zip(keys, values.tolist(), strict=True):
+                (counters if t == "c" else injected)[k] = int(v)
+        self._env_totals = (counters, injected)
 
     def _env_call(self, name: str, default: Any, *args: Any) -> Any:
         method = getattr(self.env, name, None)
@@ -234,7 +266,10 @@ class SafeRunner(OnPolicyRunner):
                 self._rollback(it, "the policy emitted non-finite actions (never sent to the envs)")
                 continue
 
+            # SafePPO names iteration and update indices (messages, dumps, gradient drills) after the runner's count.
+            self.alg.current_iteration = it
             loss_dict = self.alg.update()
+            guard_metrics = self._guard_metrics(it)
             self.policy_faults.after_update(self.alg, it)
             # (2) Post-update check: weights, normaliser buffers and optimizer state, one sync.
             if self._agree(not all_finite(learning_state_tensors(self.alg))):
@@ -244,7 +279,7 @@ class SafeRunner(OnPolicyRunner):
                 continue
             learn_time = time.time() - start
             self.current_learning_iteration = it
-            self._log_iteration(it, start_it, total_it, collect_time, learn_time, loss_dict)
+            self._log_iteration(it, start_it, total_it, collect_time, learn_time, loss_dict, guard_metrics)
             # (3) Snapshots: every snapshot_interval good iterations and at every save iteration, on every rank (only
             # rank 0 writes the checkpoint), so that all replicas roll back to the same state.
             save_now = it % self.cfg["save_interval"] == 0
@@ -259,10 +294,26 @@ class SafeRunner(OnPolicyRunner):
             self.save(os.path.join(self.logger.log_dir, f"model_{self.current_learning_iteration}.pt"))
             self.logger.stop_logging_writer()
 
+    def _guard_metrics(self, it: int) -> dict[str, float]:
+        """The gradient guard's metrics of the update just made, recorded as an event when it caught something (also
+        when the update is then rolled back: that is the update a diagnosis needs to see)."""
+        iteration_metrics = getattr(self.alg, "iteration_metrics", None)
+        metrics = iteration_metrics() if iteration_metrics is not None else {}
+        if metrics.get("grad_nonfinite_steps") or metrics.get("grad_steps_zeroed"):
+            self._record_event({"iteration": it, "kind": "grad_guard", **metrics})
+        return metrics
+
     def _rollback(self, it: int, what: str, layers: list[str] | None = None) -> None:
-        """Roll back (or stop when recovery is off or exhausted), recording the event."""
+        """Roll back (or stop when recovery is off or exhausted), recording the event.
+
+        The discarded rollout leaves the logs too (its episodes and rewards belong to no update); its env steps are
+        counted as ``rollout_steps_discarded``.
+        """
         self.alg.transition.clear()
+        self.counters["rollout_steps_discarded"] += self.cfg["num_steps_per_env"] * self.env.num_envs
+        self.logger.discard_rollout()
         if not self.recovery_cfg.enabled:
+            self._record_event({"iteration": it, "kind": "recovery_failed", "what": what, "layers": layers or []})
             raise RecoveryError(f"training stopped at iteration {it}: {what} (safety.recovery.enabled=false)")
         try:
             event = self.recovery.rollback(self.alg, it, what)
@@ -272,16 +323,19 @@ class SafeRunner(OnPolicyRunner):
         self._record_event({**event, "layers": layers or []})
 
     def _log_iteration(
-        self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, loss_dict: dict
+        self,
+        it: int,
+        start_it: int,
+        total_it: int,
+        collect_time: float,
+        learn_time: float,
+        loss_dict: dict,
+        guard_metrics: dict[str, float],
     ) -> None:
+        self._refresh_env_totals()
         safety: dict[str, float] = {k: float(v) for k, v in self.safety_counters().items()}
-        iteration_metrics = getattr(self.alg, "iteration_metrics", None)
-        if iteration_metrics is not None:
-            metrics = iteration_metrics()
-            # Counters are cumulative under their own name; this iteration's count of the same event gets a suffix.
-            safety.update({f"{k}_in_iteration" if k in safety else k: v for k, v in metrics.items()})
-            if metrics.get("grad_nonfinite_steps") or metrics.get("grad_steps_zeroed"):
-                self._record_event({"iteration": it, "kind": "grad_guard", **metrics})
+        # Counters are cumulative under their own name; this iteration's count of the same event gets a suffix.
+        safety.update({f"{k}_in_iteration" if k in safety else k: v for k, v in guard_metrics.items()})
         self.logger.log_iteration(
             it,
             safety,

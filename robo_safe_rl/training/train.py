@@ -5,7 +5,9 @@ override strings, which composes the same ``configs/train.yaml`` through Hydra's
 :func:`train`.
 
 Exit codes: 0 the run completed; 1 the run was stopped by a safety error (the guard in ``raise`` mode, a failed
-recovery); 2 the configuration was invalid (nothing was built or written).
+recovery); 2 the configuration was invalid (values, task and resume checkpoint are checked before the run directory
+is made; a setting only the algorithm can check, such as ``faults.grad.param``, fails at its construction, after the
+run directory and ``config.yaml`` were written).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from robo_safe_rl.config.schema import TrainConfig, register_configs
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
-from robo_safe_rl.training.env_builder import build_vec_env, check_task_registered
+from robo_safe_rl.training.env_builder import build_vec_env, check_task
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import SafeRunner
 from robo_safe_rl.training.summary import write_summary
@@ -79,12 +81,21 @@ def resolve_resume(path: str) -> Path:
     Raises:
         ConfigError: If the path does not exist, or the directory holds no clean checkpoint.
     """
-    from robo_safe_rl.checkpoint.report import resolve_checkpoint
+    from robo_safe_rl.checkpoint.report import Status, inspect_file, resolve_checkpoint
 
     try:
-        return resolve_checkpoint(path)
+        checkpoint = resolve_checkpoint(path)
+        report = inspect_file(checkpoint)
     except RoboSafeRLError as err:
         raise ConfigError(f"invalid config value resume={path!r}: {err}") from err
+    if report.status is not Status.CLEAN:
+        bad = [row.name for row in report.nonfinite_rows]
+        raise ConfigError(
+            f"invalid config value resume={path!r}: {checkpoint} holds {len(bad)} non-finite tensor(s) "
+            f"({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}); resume from a clean one (find it with "
+            f"`python tools/inspect_checkpoint.py {checkpoint.parent}`)"
+        )
+    return checkpoint
 
 
 def seed_everything(seed: int) -> None:
@@ -106,7 +117,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     """
     rank = int(os.environ.get("RANK", "0"))
     device = resolve_device(cfg.device)
-    check_task_registered(cfg)
+    check_task(cfg)
     checkpoint = resolve_resume(cfg.resume) if cfg.resume is not None else None
     run_dir = Path(cfg.run_dir)
     if rank == 0:
@@ -116,10 +127,11 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     # Every rank explores differently; rank 0's weights are broadcast to the others before the first update.
     seed_everything(cfg.seed + 1000 * rank)
     started = time.monotonic()
-    vec_env = build_vec_env(cfg, run_dir=str(run_dir), rank=rank)
+    vec_env = None
     runner: SafeRunner | None = None
     error: BaseException | None = None
     try:
+        vec_env = build_vec_env(cfg, run_dir=str(run_dir), rank=rank)
         runner = SafeRunner(
             vec_env,
             build_rsl_rl_cfg(cfg, str(run_dir)),
@@ -129,7 +141,13 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
             policy_faults=cfg.faults.policy,
         )
         if checkpoint is not None:
-            runner.load(str(checkpoint))
+            try:
+                runner.load(str(checkpoint))
+            except (KeyError, RuntimeError, ValueError) as err:  # another format or another network
+                raise ConfigError(
+                    f"invalid config value resume={cfg.resume!r}: {checkpoint} does not fit this run's networks "
+                    f"({type(err).__name__}: {str(err).splitlines()[0]})"
+                ) from err
             log.info("resumed from %s at iteration %d", checkpoint, runner.next_iteration)
         # rsl-rl records the git state of rsl_rl's checkout; ours is the one that explains a run.
         runner.add_git_repo_to_log(str(Path(__file__).resolve()))
@@ -141,14 +159,15 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
         summary = write_summary(
             run_dir,
             runner,
-            num_envs=vec_env.num_envs,
+            num_envs=cfg.task.num_envs,
             steps_per_env=cfg.runner.num_steps_per_env,
             wall_s=time.monotonic() - started,
             device=device,
             error=error,
             write=rank == 0,
         )
-        vec_env.close()
+        if vec_env is not None:
+            vec_env.close()
         if runner is not None and runner.is_distributed and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
     return summary

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import envs  # noqa: F401  (registers RoboSafe/Ant-v0: the task is checked before a run starts)
 from robo_safe_rl.config.schema import AlgoConfig, TrainConfig
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.training.train import compose, main, to_train_config
@@ -49,13 +50,16 @@ def test_default_run_dir_is_under_logs_experiment() -> None:
         ("device=gpu", "device"),
         ("faults.env.obs_nonfinite=2", "faults.env.obs_nonfinite"),
         ("safety.step.penalty=5", "safety.step.penalty"),
+        ("algo.activation=relu6", "algo.activation"),
+        ("task.num_envs=1 runner.num_steps_per_env=2", "algo.num_mini_batches"),
+        ("+task.env_kwargs.bogus=1", "task.env_kwargs"),
     ],
 )
 def test_invalid_values_exit_2_naming_the_key(
     override: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "run"
-    assert main([override, f"run_dir={run_dir}"]) == 2
+    assert main([*override.split(), f"run_dir={run_dir}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert key in err and "expected" in err
@@ -85,3 +89,18 @@ def test_schema_checks_hold_outside_hydra_too() -> None:
         ConfigError, match=re.escape("algo.desired_kl=None: expected a number when algo.schedule=adaptive")
     ):
         AlgoConfig(desired_kl=None)
+
+
+def test_resume_refuses_a_corrupt_or_foreign_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    bad = tmp_path / "model_5.pt"
+    torch.save({"actor_state_dict": {"mlp.0.weight": torch.full((2, 2), float("nan"))}, "iter": 5}, bad)
+    text = tmp_path / "model_6.pt"
+    text.write_text("not a checkpoint")
+    for path, needle in ((bad, "non-finite tensor"), (text, "model_6.pt")):
+        run_dir = tmp_path / f"run_{path.stem}"
+        assert main([f"resume={path}", f"run_dir={run_dir}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "resume=" in err and needle in err
+        assert not run_dir.exists()

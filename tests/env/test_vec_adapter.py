@@ -67,3 +67,47 @@ def test_truncation_is_a_time_out_with_episode_log() -> None:
 def test_rejects_unusable_envs(envs: list[gym.Env], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         GymVecEnv(envs)
+
+
+class Faller(gym.Env):
+    """Terminates (the robot fell) at its 2nd step; the TimeLimit around it would truncate at the 5th."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return np.full(3, self.t, np.float32) / 10, 1.0, self.t == 2, False, {}
+
+
+def test_termination_is_not_a_time_out() -> None:
+    # A terminated episode must not be bootstrapped: time_outs stays False even when it ends in the same step the
+    # time limit would have (rsl-rl adds gamma * V(s) to the reward of time-outs only).
+    vec = GymVecEnv([gym.wrappers.TimeLimit(Faller(), 2), gym.wrappers.TimeLimit(Faller(), 5)], seed=0)
+    vec.step(torch.zeros(2, 1))
+    _, _, dones, extras = vec.step(torch.zeros(2, 1))
+    assert dones.tolist() == [1, 1]
+    assert extras["time_outs"].tolist() == [False, False]
+    assert extras["log"]["Episode/return"].tolist() == [2.0, 2.0]
+
+
+def test_no_second_reset_after_safe_step_recovered(make_fault_env) -> None:
+    from robo_safe_rl.env.safe_step import SafeStep
+
+    inner = make_fault_env({2: "nan_obs"})
+    vec = GymVecEnv([SafeStep(inner)], seed=0)  # reset 1
+    vec.step(torch.zeros(1, 2))
+    obs, _, dones, _ = vec.step(torch.zeros(1, 2))  # SafeStep ends the episode and resets (reset 2)
+    assert dones.tolist() == [1] and torch.isfinite(obs["policy"]).all()
+    assert inner.resets == 2  # the adapter did not reset it a third time
+    assert vec.safety_counters()["nonfinite_obs"] == 1
+
+
+def test_rejects_mismatched_shapes() -> None:
+    with pytest.raises(ConfigError, match="observation shape"):
+        GymVecEnv([gym.make("Pendulum-v1"), gym.make("MountainCarContinuous-v0")])

@@ -12,7 +12,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_two_cpu_ranks_train_with_faults_on_one_rank(tmp_path: Path) -> None:
+def test_two_cpu_ranks_agree_on_faults_of_one_rank(tmp_path: Path) -> None:
     run_dir = tmp_path / "ddp"
     cmd = [
         sys.executable,
@@ -29,6 +29,8 @@ def test_two_cpu_ranks_train_with_faults_on_one_rank(tmp_path: Path) -> None:
         "faults.grad.at_updates=[3,25]",
         "faults.grad.rank=1",
         "faults.policy.nonfinite_weights_after_update=[2]",
+        "faults.policy.rank=1",
+        "faults.env.obs_nonfinite=0.2",
         f"run_dir={run_dir}",
     ]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -40,8 +42,16 @@ def test_two_cpu_ranks_train_with_faults_on_one_rank(tmp_path: Path) -> None:
     # The NaN gradients were injected on rank 1 only; the guard's counters are summed over ranks.
     assert summary["faults_injected"]["grad_nonfinite"] == 2
     assert summary["safety"]["grad_steps_skipped"] == 2
-    # The poisoned update happened on both ranks, which agreed to roll back once.
-    assert summary["safety"]["rollbacks"] == 1
+    # The policy was corrupted on rank 1 only; rank 0, which writes the summary, rolled back with it.
+    assert summary["faults_injected"]["policy_weights_after_update"] == 1
+    assert summary["safety"]["rollbacks"] == 1 and summary["safety"]["nonfinite_updates"] == 1
+    # Env faults of both ranks are counted: injected and caught, summed over ranks.
+    injected_obs = summary["faults_injected"]["obs_nonfinite"]
+    assert injected_obs == summary["safety"]["nonfinite_obs"]
+    recorded = sum(
+        len((run_dir / d / "incidents.jsonl").read_text().splitlines()) for d in ("incidents", "incidents_rank1")
+    )
+    assert recorded == injected_obs
     final = torch.load(summary["final_checkpoint"], weights_only=True)
     assert all(torch.isfinite(t).all() for t in final["actor_state_dict"].values())
     # Only rank 0 writes incidents/ and checkpoints; rank 1 keeps its own incident folder.
