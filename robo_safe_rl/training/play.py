@@ -46,12 +46,10 @@ class PlayResult:
 
 def load_policy(checkpoint: Path) -> tuple[Any, dict[str, Any] | None]:
     """Rebuild the actor of an rsl-rl checkpoint (and return the run's config when it sits beside it)."""
-    from omegaconf import OmegaConf
-
+    from robo_safe_rl.diagnose.evidence import read_run_config
     from robo_safe_rl.diagnose.policy import build_actor, load_actor_state, network_spec
 
-    config_path = checkpoint.parent / "config.yaml"
-    config = OmegaConf.to_container(OmegaConf.load(config_path)) if config_path.exists() else None
+    config = read_run_config(checkpoint.parent)
     state, _ = load_actor_state(checkpoint)
     return build_actor(network_spec(state, config, checkpoint), state, checkpoint), config
 
@@ -71,12 +69,11 @@ def play(
     """
     import gymnasium as gym
 
+    from robo_safe_rl.diagnose.vet import task_of
+
     actor, config = load_policy(checkpoint)
-    task = (config or {}).get("task", {})
-    if env_id is None:
-        env_id = task.get("env_id")
-        if not env_id:
-            raise ConfigError(f"{checkpoint}: no config.yaml beside it names the task; pass --task")
+    task = (config or {}).get("task") or {}
+    env_id = task_of(checkpoint, env_id)
     # The run's env_kwargs apply when it is the run's task; the time limit is the task's own (a short training limit,
     # such as make train's, is for learning, not for judging).
     kwargs = dict(task.get("env_kwargs") or {}) if env_id == task.get("env_id") else {}

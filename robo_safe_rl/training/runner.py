@@ -38,7 +38,7 @@ from rsl_rl.utils.logger import Logger
 
 from robo_safe_rl.checkpoint.io import save_checkpoint_if_finite
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
-from robo_safe_rl.errors import RecoveryError
+from robo_safe_rl.errors import NonFiniteError, RecoveryError
 from robo_safe_rl.training.policy_faults import PolicyFaults
 from robo_safe_rl.training.recovery import Recovery, all_finite, learning_state_tensors, nonfinite_layers
 
@@ -63,7 +63,7 @@ class SafeLogger(Logger):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.history: list[IterationRecord] = []
-        self._reward_sum = 0.0
+        self._reward_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self._reward_count = 0
 
     def process_env_step(
@@ -71,14 +71,15 @@ class SafeLogger(Logger):
     ) -> None:
         """Book-keep one env step (rsl-rl's) and accumulate the step reward for the iteration's mean."""
         super().process_env_step(rewards, dones, extras, intrinsic_rewards)
-        # One host sync per env step; the env (CPU PyBullet) already synchronises every step.
-        self._reward_sum += float(rewards.sum())
+        # Summed on the device; read once per iteration, not once per step.
+        self._reward_sum += rewards.sum()
         self._reward_count += rewards.numel()
 
     def discard_rollout(self) -> None:
         """Forget the episode logs and rewards of a rollout that was thrown away (a rollback)."""
         self.ep_extras.clear()
-        self._reward_sum, self._reward_count = 0.0, 0
+        self._reward_sum.zero_()
+        self._reward_count = 0
 
     def log_iteration(self, it: int, safety: dict[str, float], **kwargs: Any) -> None:
         """Log rsl-rl's metrics and ``Safety/*``, and record the iteration for the summary."""
@@ -93,10 +94,11 @@ class SafeLogger(Logger):
                 iteration=it,
                 mean_return=statistics.fmean(finished) if finished else None,
                 episodes=len(finished),
-                mean_step_reward=self._reward_sum / max(self._reward_count, 1),
+                mean_step_reward=float(self._reward_sum) / max(self._reward_count, 1),
             )
         )
-        self._reward_sum, self._reward_count = 0.0, 0
+        self._reward_sum.zero_()
+        self._reward_count = 0
 
 
 class SafeRunner(OnPolicyRunner):
@@ -397,8 +399,6 @@ class SafeRunner(OnPolicyRunner):
 
 def _check_env_outputs(obs: Any, rewards: torch.Tensor, dones: torch.Tensor) -> None:
     """rsl-rl's ``check_nan``, extended to Inf (rsl-rl checks NaN only)."""
-    from robo_safe_rl.errors import NonFiniteError
-
     for key, tensor in obs.items():
         if not bool(torch.isfinite(tensor).all()):
             raise NonFiniteError(
