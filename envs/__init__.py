@@ -2,7 +2,7 @@
 
 Registered ids (each with ``max_episode_steps=1000``, so gymnasium's ``TimeLimit`` truncates):
 
-- ``RoboSafe/Ant-v0``: :class:`envs.ant.AntEnv`, pybullet_envs' ``AntBulletEnv-v0``.
+- ``RoboSafe/Ant-v0``: :class:`robosafe_tasks.ant.AntEnv`, pybullet_envs' ``AntBulletEnv-v0``.
 
 This package imports neither rsl-rl nor ``robo_safe_rl``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import gymnasium
 
 #: Task ids registered by this package, mapped to their entry points.
-TASKS: dict[str, str] = {"RoboSafe/Ant-v0": "envs.ant:AntEnv"}
+TASKS: dict[str, str] = {"RoboSafe/Ant-v0": "robosafe_tasks.ant:AntEnv"}
 
 #: Episode length of every task, in env steps (the pybullet_envs registrations use 1000).
 MAX_EPISODE_STEPS = 1000

@@ -11,8 +11,8 @@ not the order of the MJCF ``<actuator>`` block). Torque = 2.5 * 100 * clip(actio
 
 from __future__ import annotations
 
-from envs.base import LocomotionEnv
-from envs.spec import StateLimits, WalkerSpec
+from robosafe_tasks.base import LocomotionEnv
+from robosafe_tasks.spec import StateLimits, WalkerSpec
 
 #: Torso height at or below which the episode ends: the torso is a 0.25 m sphere, so it scrapes the ground.
 ANT_MIN_TORSO_Z = 0.26

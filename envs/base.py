@@ -45,9 +45,9 @@ import gymnasium
 import numpy as np
 import pybullet
 
-from envs import physics
-from envs.spec import WalkerSpec
-from envs.state import StateQuery, check_limits, validate_state
+from robosafe_tasks import physics
+from robosafe_tasks.spec import WalkerSpec
+from robosafe_tasks.state import StateQuery, check_limits, validate_state
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     """A torque-controlled MJCF walker on the stadium floor, in its own DIRECT PyBullet client.
 
     Subclasses set :attr:`walker` and implement :meth:`alive_bonus`. Besides the gymnasium API the env implements
-    the simulator protocol of the safety layer (``robo_safe_rl.env.protocol.SimulatedEnv``, by duck typing).
+    the simulator protocol of the safety layer (``robo_safe_rl.bridge.protocol.SimulatedEnv``, by duck typing).
 
     Observation (float32, shape (8 + 2 n + f,) for n motors and f feet; 28 for the Ant), each entry clipped to
     [-5, 5]: torso height minus its height at reset (m); sin and cos of the angle from the torso's heading (yaw) to

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from envs.spec import StateLimits
+from robosafe_tasks.spec import StateLimits
 
 #: One engine query of a floating-base robot, as PyBullet returns it: base position (3,) m, base orientation (4,)
 #: quaternion xyzw, base linear velocity (3,) m/s, base angular velocity (3,) rad/s, and per motor joint the tuple

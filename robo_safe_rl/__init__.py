@@ -12,13 +12,13 @@ __version__ = "0.1.0"
 __all__ = ["SafeStep", "__version__"]
 
 if TYPE_CHECKING:
-    from robo_safe_rl.env.safe_step import SafeStep
+    from robo_safe_rl.bridge.safe_step import SafeStep
 
 
 def __getattr__(name: str) -> Any:
     # Imported lazily so that `import robo_safe_rl` (for the tools' --help, the inspector) does not pay for gymnasium.
     if name == "SafeStep":
-        from robo_safe_rl.env.safe_step import SafeStep
+        from robo_safe_rl.bridge.safe_step import SafeStep
 
         return SafeStep
     raise AttributeError(f"module 'robo_safe_rl' has no attribute {name!r}")

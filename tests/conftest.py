@@ -12,7 +12,7 @@ step can be told to go wrong at given steps, in the ways a physics engine goes w
 
 Like PyBullet, the env does not reject a non-finite action: the state turns NaN and the world is *poisoned*: a
 reset puts a finite state back, but every later step turns NaN again until ``rebuild_simulation()``. With
-``simulated=True`` it implements the simulator protocol (:mod:`robo_safe_rl.env.protocol`) with a speed limit of
+``simulated=True`` it implements the simulator protocol (:mod:`robo_safe_rl.bridge.protocol`) with a speed limit of
 10 (``check_state``), ``break_simulation`` (every call raises until a rebuild) and ``perturb_state``.
 """
 
@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robo_safe_rl.env.incidents import IncidentRecorder
+from robo_safe_rl.bridge.incidents import IncidentRecorder
 from robo_safe_rl.errors import PhysicsError
 
 FaultSpec = dict[int, "str | list[str]"] | Callable[[int, np.ndarray], "list[str]"]
@@ -194,6 +194,6 @@ def recorder(run_dir: Path) -> IncidentRecorder:
 @pytest.fixture(scope="session")
 def ant_env_id() -> Iterator[str]:
     """The id of the PyBullet Ant task (importing ``envs`` registers it)."""
-    import envs  # noqa: F401  (registers the ids)
+    import robosafe_tasks  # noqa: F401  (registers the ids)
 
     yield "RoboSafe/Ant-v0"

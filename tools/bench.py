@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
-import envs  # noqa: F401  (registers the tasks' gymnasium ids)
-from robo_safe_rl.bench.cli import main
+import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
+from benchmarks.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-import envs  # noqa: F401  (registers the RoboSafe task ids, which replays and --policy make)
+import robosafe_tasks  # noqa: F401  (registers the RoboSafe task ids, which replays and --policy make)
 from robo_safe_rl.diagnose.cli import main
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-import envs  # noqa: F401  (registers the tasks' gymnasium ids)
+import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
+from robo_safe_rl.apps.train import run
 from robo_safe_rl.config.schema import register_configs
-from robo_safe_rl.training.train import run
 
 register_configs()
 _composed = False

@@ -15,7 +15,7 @@ from robo_safe_rl.config.checks import float_in, int_in, require
 
 @dataclass
 class SafeStepConfig:
-    """How :class:`~robo_safe_rl.env.safe_step.SafeStep` guards each env (``safety.step``)."""
+    """How :class:`~robo_safe_rl.bridge.safe_step.SafeStep` guards each env (``safety.step``)."""
 
     enabled: bool = True
     """Wrap every env in SafeStep. Off only to measure what it costs or to reproduce an unguarded failure."""
@@ -63,7 +63,7 @@ class SafeStepConfig:
 
 @dataclass
 class TensorGuardConfig:
-    """How :class:`~robo_safe_rl.env.tensor_guard.GuardedVecEnv` guards an rsl-rl ``VecEnv`` it cannot reset per env."""
+    """How :class:`~robo_safe_rl.bridge.tensor_guard.GuardedVecEnv` guards a ``VecEnv`` it cannot reset per env."""
 
     action_bound: float | None = None
     """Clamp actions to ``[-action_bound, action_bound]`` after replacing NaN by 0 and +-Inf by the bound. ``None``:

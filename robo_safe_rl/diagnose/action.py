@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from robo_safe_rl.env.incidents import json_float, json_floats
+from robo_safe_rl.bridge.incidents import json_float, json_floats
 
 
 @dataclass(frozen=True)

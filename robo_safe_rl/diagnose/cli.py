@@ -130,7 +130,7 @@ def _diagnose(args: argparse.Namespace) -> DiagnoseReport:
 
 def _vet(args: argparse.Namespace) -> DiagnoseReport:
     steps = DEFAULT_VET_STEPS if args.steps is None else args.steps
-    with _quiet("robo_safe_rl.env"):  # SafeStep warns at every bad action; the report counts them instead
+    with _quiet("robo_safe_rl.bridge"):  # SafeStep warns at every bad action; the report counts them instead
         vet = vet_policy(args.policy, args.task, steps=steps, stochastic=args.stochastic, seed=args.seed)
     report = DiagnoseReport(path=str(args.policy), mode="policy", run_dir=args.policy.parent, vet=vet)
     report.notes.extend(vet.notes)

@@ -23,9 +23,9 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from robo_safe_rl.bridge.faults import KIND_OF_FAULT
 from robo_safe_rl.checkpoint.report import CHECKPOINT_NAME, Status, inspect_file
 from robo_safe_rl.checkpoint.stats import Part
-from robo_safe_rl.env.faults import KIND_OF_FAULT
 from robo_safe_rl.errors import CheckpointError
 
 logger = logging.getLogger(__name__)

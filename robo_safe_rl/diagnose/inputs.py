@@ -10,7 +10,7 @@
 - one record: any of the above followed by ``#<id>`` (``run/incidents/incidents.jsonl#3``, ``run#3`` for the run's
   ``incidents/``), or the record's ``.npz`` file.
 
-Unlike :func:`~robo_safe_rl.env.incidents.read_incidents`, which skips a truncated last line (what a crash
+Unlike :func:`~robo_safe_rl.bridge.incidents.read_incidents`, which skips a truncated last line (what a crash
 mid-write leaves), a diagnosis refuses any line it cannot read, a missing or damaged array file, or an unknown
 record format: it says which file and why (:class:`~robo_safe_rl.errors.IncidentError`), and the command exits 2.
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from robo_safe_rl.env.incidents import JSONL_NAME, load_incident_arrays, read_incidents
+from robo_safe_rl.bridge.incidents import JSONL_NAME, load_incident_arrays, read_incidents
 from robo_safe_rl.errors import IncidentError
 
 #: Fields a record must have for a diagnosis (the others are read where present).
@@ -44,7 +44,7 @@ class LoadedIncident:
 
     Attributes:
         directory: The incidents directory holding it.
-        record: The JSON line (schema in :mod:`robo_safe_rl.env.incidents`).
+        record: The JSON line (schema in :mod:`robo_safe_rl.bridge.incidents`).
         arrays: The arrays of its npz file, keyed as that schema says.
     """
 

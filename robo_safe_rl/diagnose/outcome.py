@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from robo_safe_rl.env.incidents import json_float, json_floats
+from robo_safe_rl.bridge.incidents import json_float, json_floats
 from robo_safe_rl.safety.sanitize import nonfinite_state_keys
 
 

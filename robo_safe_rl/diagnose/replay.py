@@ -27,10 +27,10 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
+from robo_safe_rl.bridge.safe_step import physics_error_types
 from robo_safe_rl.diagnose.action import ActionFinding
 from robo_safe_rl.diagnose.outcome import Outcome, ReplayResult, StepOutcome, classify_outcome
-from robo_safe_rl.env.protocol import SimulatedEnv, is_simulated
-from robo_safe_rl.env.safe_step import physics_error_types
 from robo_safe_rl.safety.sanitize import sanitize_action
 
 logger = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 
-import envs  # noqa: F401  (importing it registers the task ids)
+import robosafe_tasks  # noqa: F401  (importing it registers the task ids)
 
 INCIDENT = {ref!r}
 KIND = {kind!r}

@@ -20,6 +20,8 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+from robo_safe_rl.bridge.incidents import JSONL_NAME, IncidentRecorder
+from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.diagnose.action import ActionFinding, component_issues
 from robo_safe_rl.diagnose.evidence import CheckpointCache, CheckpointFinding, read_run_config
 from robo_safe_rl.diagnose.policy import (
@@ -29,8 +31,6 @@ from robo_safe_rl.diagnose.policy import (
     network_spec,
     policy_action,
 )
-from robo_safe_rl.env.incidents import JSONL_NAME, IncidentRecorder
-from robo_safe_rl.env.safe_step import SafeStep
 from robo_safe_rl.errors import ConfigError
 
 DEFAULT_VET_STEPS = 1000

@@ -1,6 +1,6 @@
 """Pure numerics of the env bridge: sanitise an action, count and describe non-finite values, classify a step.
 
-Nothing here steps an env or writes a file; :class:`~robo_safe_rl.env.safe_step.SafeStep`, the fault injectors and
+Nothing here steps an env or writes a file; :class:`~robo_safe_rl.bridge.safe_step.SafeStep`, the fault injectors and
 the tensor guard call these functions, and they are tested alone.
 
 Sanitising an action against a Box ``[low, high]`` (the rule :func:`sanitize_action` applies per component):

@@ -7,7 +7,7 @@ Per env ``i`` (outermost first)::
     EnvFaultInjector      (only in a drill: physics errors, blow-ups, non-finite obs/reward from the task)
     gymnasium.make(task.env_id)
 
-and the :class:`~robo_safe_rl.env.vec_adapter.GymVecEnv` over all of them. The library only knows the gymnasium
+and the :class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv` over all of them. The library only knows the gymnasium
 id: ``tools/train.py`` imports ``envs``, which registers the tasks.
 """
 
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from robo_safe_rl.bridge.faults import ActionFaultInjector, EnvFaultInjector
+from robo_safe_rl.bridge.incidents import IncidentRecorder
+from robo_safe_rl.bridge.safe_step import SafeStep
+from robo_safe_rl.bridge.vec_adapter import GymVecEnv
 from robo_safe_rl.config.schema import TrainConfig
-from robo_safe_rl.env.faults import ActionFaultInjector, EnvFaultInjector
-from robo_safe_rl.env.incidents import IncidentRecorder
-from robo_safe_rl.env.safe_step import SafeStep
-from robo_safe_rl.env.vec_adapter import GymVecEnv
 from robo_safe_rl.errors import ConfigError
 
 
@@ -37,7 +37,7 @@ def check_task_registered(cfg: TrainConfig) -> None:
         ours = sorted(k for k in gym.registry if k.startswith("RoboSafe/"))
         raise ConfigError(
             f"invalid config value task.env_id={cfg.task.env_id!r}: {err} Registered RoboSafe tasks: {ours} "
-            "(tasks are registered by `import envs`, which tools/train.py does)"
+            "(tasks are registered by `import robosafe_tasks`, which tools/train.py does)"
         ) from err
 
 

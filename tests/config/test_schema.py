@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0: the task is checked before a run starts)
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0: the task is checked before a run starts)
+from robo_safe_rl.apps.train import compose, main, to_train_config
 from robo_safe_rl.config.schema import AlgoConfig, TrainConfig
 from robo_safe_rl.errors import ConfigError
-from robo_safe_rl.training.train import compose, main, to_train_config
 
 
 def test_defaults_compose_to_the_documented_values(tmp_path: Path) -> None:

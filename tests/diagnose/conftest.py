@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from diagnose_factory import drive_ant, make_actor, save_policy, write_config, write_events
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0, as tools/diagnose.py does)
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0, as tools/diagnose.py does)
 from robo_safe_rl.diagnose.policy import policy_action
 
 #: The bad actions of the ``bad_actions_run``: step -> (component, value); 1e10 at step 40 is clamped, not recorded.

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from robo_safe_rl.bridge.incidents import IncidentRecorder
+from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.config.safe_step import SafeStepConfig
-from robo_safe_rl.env.incidents import IncidentRecorder
-from robo_safe_rl.env.safe_step import SafeStep
 from robo_safe_rl.training.models import ClippedMLPModel
 
 ANT = "RoboSafe/Ant-v0"

@@ -219,7 +219,7 @@ def test_real_subprocess_and_reproduction_script(bad_actions_run: Path, copy_run
         "from pathlib import Path",
         "import gymnasium",
         "import numpy as np",
-        "import envs  # noqa: F401  (importing it registers the task ids)",
+        "import robosafe_tasks  # noqa: F401  (importing it registers the task ids)",
     ]
 
 

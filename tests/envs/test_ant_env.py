@@ -13,8 +13,8 @@ import pybullet
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import envs
-from envs.ant import AntEnv
+import robosafe_tasks
+from robosafe_tasks.ant import AntEnv
 
 ANT_ID = "RoboSafe/Ant-v0"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -95,10 +95,10 @@ def test_check_env_through_make() -> None:
 
 
 def test_importing_envs_registers_the_ant() -> None:
-    assert ANT_ID in envs.TASKS
+    assert ANT_ID in robosafe_tasks.TASKS
     spec = gymnasium.spec(ANT_ID)
     assert spec.max_episode_steps == 1000
-    assert spec.entry_point == "envs.ant:AntEnv"
+    assert spec.entry_point == "robosafe_tasks.ant:AntEnv"
 
 
 def test_same_seed_same_trajectory_different_seed_differs() -> None:
@@ -188,14 +188,14 @@ def test_close_frees_the_client_and_is_idempotent() -> None:
 
 
 def test_implements_the_simulator_protocol(ant: AntEnv) -> None:
-    protocol = pytest.importorskip("robo_safe_rl.env.protocol")
+    protocol = pytest.importorskip("robo_safe_rl.bridge.protocol")
     assert protocol.is_simulated(ant)
 
 
 def test_envs_imports_neither_rsl_rl_nor_robo_safe_rl() -> None:
     # In a fresh interpreter: this process may have imported robo_safe_rl for other tests.
     code = (
-        "import sys, envs, envs.ant, gymnasium; gymnasium.make('RoboSafe/Ant-v0').close(); "
+        "import sys, robosafe_tasks, robosafe_tasks.ant, gymnasium; gymnasium.make('RoboSafe/Ant-v0').close(); "
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'robo_safe_rl', 'rsl_rl', 'torch'}); "
         "sys.exit(str(bad) if bad else 0)"
     )

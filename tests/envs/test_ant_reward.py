@@ -8,8 +8,8 @@ import numpy as np
 import pybullet
 import pytest
 
-from envs.ant import AntEnv
-from envs.physics import PhysicsSettings
+from robosafe_tasks.ant import AntEnv
+from robosafe_tasks.physics import PhysicsSettings
 
 # Joint ranges of mjcf/ant.xml in rad: hips +-40 degrees, ankles 30..100 degrees (legs 1 and 4) or -100..-30.
 HIP_MID = 0.0

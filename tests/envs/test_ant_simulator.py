@@ -10,8 +10,8 @@ import numpy as np
 import pybullet
 import pytest
 
-from envs import physics
-from envs.ant import ANT_LIMITS, AntEnv
+from robosafe_tasks import physics
+from robosafe_tasks.ant import ANT_LIMITS, AntEnv
 
 ACTIONS = np.random.default_rng(0).uniform(-1.0, 1.0, (60, 8)).astype(np.float32)
 NAN_ACTION = np.full(8, np.nan, dtype=np.float32)

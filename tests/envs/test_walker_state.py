@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from envs.spec import StateLimits
-from envs.state import check_limits, state_shapes, validate_state
+from robosafe_tasks.spec import StateLimits
+from robosafe_tasks.state import check_limits, state_shapes, validate_state
 
 LIMITS = StateLimits(base_height=(0.0, 5.0), base_speed=20.0, base_angular_speed=50.0, joint_speed=80.0)
 NAMES = ["hip", "knee"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.train import main
 from robo_safe_rl.checkpoint.report import Status, inspect_run_dir
-from robo_safe_rl.training.train import main
 
 #: Which safety counter answers which injected fault kind (one event each).
 ACCOUNTED_BY = {

@@ -10,8 +10,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.training.train import main
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.train import main
 
 # 4 envs x 16 steps, 3 iterations of 5 epochs x 4 mini-batches: update indices 0..59.
 TINY = ["task.num_envs=4", "runner.num_steps_per_env=16", "runner.max_iterations=3", "runner.save_interval=2"]

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.train import compose, main, to_train_config
 from robo_safe_rl.errors import RecoveryError
 from robo_safe_rl.training.env_builder import build_vec_env
 from robo_safe_rl.training.recovery import all_finite, learning_state_tensors
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import EVENTS_FILE, SafeRunner
-from robo_safe_rl.training.train import compose, main, to_train_config
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.save_interval=2"]
@@ -167,7 +167,7 @@ def test_resume_after_sigkill_loses_at_most_save_interval(tmp_path: Path) -> Non
     resumed = tmp_path / "resumed"
     runner = make_runner(resumed, f"resume={run_dir}")
     # The run directory's newest clean checkpoint is taken, with optimizer state and iteration counter.
-    from robo_safe_rl.training.train import resolve_resume
+    from robo_safe_rl.apps.train import resolve_resume
 
     runner.load(str(resolve_resume(str(run_dir))))
     assert runner.next_iteration == newest + 1

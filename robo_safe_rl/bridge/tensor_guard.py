@@ -32,8 +32,8 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder, RateLimitedLog
 from robo_safe_rl.config.safe_step import TensorGuardConfig
-from robo_safe_rl.env.incidents import Incident, IncidentRecorder, RateLimitedLog
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.safety.sanitize import COUNTER_OF_KIND, IncidentKind, describe_nonfinite
 

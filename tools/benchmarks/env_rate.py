@@ -15,8 +15,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robo_safe_rl.bench.timing import interleaved_rates
-from robo_safe_rl.env.vec_adapter import GymVecEnv
+from benchmarks.timing import interleaved_rates
+from robo_safe_rl.bridge.vec_adapter import GymVecEnv
 
 
 def bench_env_layers(env_id: str, steps: int = 2000, repeats: int = 5, num_envs: int = 16) -> dict[str, Any]:

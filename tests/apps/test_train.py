@@ -11,8 +11,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.training.train import main
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.train import main
 
 REPO = Path(__file__).resolve().parents[2]
 #: A few iterations of a small batch: enough for every file of the run directory, seconds of CPU.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robo_safe_rl.training.play import play
+from robo_safe_rl.apps.play import play
 
 #: rsl-rl's adaptive schedule never goes below this learning rate.
 LR_FLOOR = 1.0e-5

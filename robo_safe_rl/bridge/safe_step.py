@@ -10,7 +10,7 @@ Per step, in this order:
 2. **Step.** Physics errors raised by the env (the task's ``physics_error_types``, ``pybullet.error`` when PyBullet
    is loaded, :class:`~robo_safe_rl.errors.PhysicsError`) are caught.
 3. **Checks.** Reward finite, observation finite, and, for a task implementing the simulator protocol
-   (:func:`~robo_safe_rl.env.protocol.is_simulated`), ``check_state()`` (skipped with ``check_state=False``). A
+   (:func:`~robo_safe_rl.bridge.protocol.is_simulated`), ``check_state()`` (skipped with ``check_state=False``). A
    failed check is classified with the simulator state: ``nonfinite_state``, ``implausible_state``,
    ``nonfinite_obs``, ``nonfinite_reward``.
 4. **Recovery** of a physics error or failed check: the incident is recorded, the simulation is rebuilt when it may
@@ -28,7 +28,7 @@ Cost on the clean path: an exact bounds test of the action (on a Python list for
 previous observation and the action into preallocated history rings, the finiteness of observation (one dot
 product) and reward, the task's ``check_state()``, and every ``state_interval`` steps one ``get_sim_state()``. For
 the Ant (160 us per step) that is about 2 us of SafeStep's own, ~1 us of ``check_state`` and 8 us / 16 of
-snapshots: ``robo_safe_rl.bench.safe_step`` measures the ratio.
+snapshots: ``benchmarks.safe_step`` measures the ratio.
 
 Counters (``safe_step.counters``, plain ints, named as the ``Safety/`` tags): ``actions_sanitised`` (components),
 ``nonfinite_actions``, ``physics_errors``, ``nonfinite_states``, ``implausible_states``, ``nonfinite_obs``,
@@ -48,9 +48,9 @@ from typing import Any, SupportsFloat, cast
 import gymnasium as gym
 import numpy as np
 
+from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder, RateLimitedLog, exception_name
+from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.config.safe_step import SafeStepConfig
-from robo_safe_rl.env.incidents import Incident, IncidentRecorder, RateLimitedLog, exception_name
-from robo_safe_rl.env.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.errors import ConfigError, PhysicsError, RecoveryError
 from robo_safe_rl.safety.sanitize import (
     COUNTER_OF_KIND,

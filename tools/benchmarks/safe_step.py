@@ -1,6 +1,6 @@
 """What SafeStep costs on the clean path: wrapped vs unwrapped env-steps/s, measured side by side in one process.
 
-Two envs of the same id are built, one wrapped in :class:`~robo_safe_rl.env.safe_step.SafeStep` with the given
+Two envs of the same id are built, one wrapped in :class:`~robo_safe_rl.bridge.safe_step.SafeStep` with the given
 config, and both are driven with the same pre-drawn in-bounds actions (so SafeStep takes its clean path). The
 timed blocks alternate, A B B A A B ..., so that drift of a shared machine falls on both; each block runs
 ``steps`` steps (episodes are reset inside the block, as in training). The result holds the median rate of each
@@ -18,8 +18,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.config.safe_step import SafeStepConfig
-from robo_safe_rl.env.safe_step import SafeStep
 
 
 def _time_block(env: gym.Env, actions: np.ndarray) -> float:

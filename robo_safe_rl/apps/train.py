@@ -26,12 +26,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from robo_safe_rl.apps.summary import write_summary
 from robo_safe_rl.config.schema import TrainConfig, register_configs
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.training.env_builder import build_vec_env, check_task
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import SafeRunner
-from robo_safe_rl.training.summary import write_summary
 
 log = logging.getLogger(__name__)
 

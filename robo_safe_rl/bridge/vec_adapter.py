@@ -23,8 +23,8 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from robo_safe_rl.env.faults import sum_injected
-from robo_safe_rl.env.safe_step import sum_counters
+from robo_safe_rl.bridge.faults import sum_injected
+from robo_safe_rl.bridge.safe_step import sum_counters
 from robo_safe_rl.errors import ConfigError
 
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from robo_safe_rl import SafeStep
+from robo_safe_rl.bridge.faults import KIND_OF_FAULT, ActionFaultInjector, EnvFaultInjector, sum_injected
+from robo_safe_rl.bridge.incidents import IncidentRecorder, read_incidents
+from robo_safe_rl.bridge.safe_step import sum_counters
 from robo_safe_rl.config.safe_step import EnvFaultConfig, NonFiniteValue
-from robo_safe_rl.env.faults import KIND_OF_FAULT, ActionFaultInjector, EnvFaultInjector, sum_injected
-from robo_safe_rl.env.incidents import IncidentRecorder, read_incidents
-from robo_safe_rl.env.safe_step import sum_counters
 from robo_safe_rl.errors import PhysicsError
 from robo_safe_rl.safety.sanitize import COUNTER_OF_KIND
 
@@ -77,7 +77,7 @@ def test_sum_injected_lists_armed_kinds_only(make_fault_env: MakeEnv) -> None:
 
 
 def test_env_injector_on_a_plain_env(make_fault_env: MakeEnv, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="robo_safe_rl.env.faults"):
+    with caplog.at_level(logging.WARNING, logger="robo_safe_rl.bridge.faults"):
         env = EnvFaultInjector(make_fault_env(simulated=False), EnvFaultConfig(physics_error=1.0, state_blowup=0.5))
     assert "faults.env.state_blowup=0.5 ignored for FaultEnv: it needs the simulator protocol" in caplog.text
     env.reset(seed=0)

@@ -1,6 +1,6 @@
 """Fire-drill fault injection for the env bridge, where real faults arise (``faults.env``).
 
-Two wrappers, placed around :class:`~robo_safe_rl.env.safe_step.SafeStep` as a real fault would meet it::
+Two wrappers, placed around :class:`~robo_safe_rl.bridge.safe_step.SafeStep` as a real fault would meet it::
 
     ActionFaultInjector( SafeStep( EnvFaultInjector( task ) ) )
 
@@ -27,8 +27,8 @@ from typing import Any, SupportsFloat, cast
 import gymnasium as gym
 import numpy as np
 
+from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.config.safe_step import EnvFaultConfig, NonFiniteValue
-from robo_safe_rl.env.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.errors import PhysicsError
 from robo_safe_rl.safety.sanitize import IncidentKind
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.bench.cli import main, write_section
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from benchmarks.cli import main, write_section
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from robo_safe_rl.env.safe_step import SafeStep
+from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 
 

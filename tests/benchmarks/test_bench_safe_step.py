@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from robo_safe_rl.bench.safe_step import bench_safe_step
+from benchmarks.safe_step import bench_safe_step
 
 
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", "ant"])

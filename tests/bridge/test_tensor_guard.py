@@ -11,9 +11,9 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from robo_safe_rl.bridge.incidents import IncidentRecorder, load_incident_arrays, read_incidents
+from robo_safe_rl.bridge.tensor_guard import GuardedVecEnv, sanitize_action_tensor
 from robo_safe_rl.config.safe_step import TensorGuardConfig
-from robo_safe_rl.env.incidents import IncidentRecorder, load_incident_arrays, read_incidents
-from robo_safe_rl.env.tensor_guard import GuardedVecEnv, sanitize_action_tensor
 from robo_safe_rl.errors import ConfigError
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]

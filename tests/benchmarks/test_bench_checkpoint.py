@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from robo_safe_rl.bench.checkpoint import CASES, bench_inspect, write_rsl_shaped_checkpoint
+from benchmarks.checkpoint import CASES, bench_inspect, write_rsl_shaped_checkpoint
 from robo_safe_rl.checkpoint import Status, inspect_file
 
 

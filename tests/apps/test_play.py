@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import envs  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.training.play import main as play_main
-from robo_safe_rl.training.train import main as train_main
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.play import main as play_main
+from robo_safe_rl.apps.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[2]
 

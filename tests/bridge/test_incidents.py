@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robo_safe_rl.env.incidents import (
+from robo_safe_rl.bridge.incidents import (
     JSONL_NAME,
     Incident,
     IncidentRecorder,

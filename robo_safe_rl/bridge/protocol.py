@@ -2,7 +2,7 @@
 
 The library never imports ``envs/``: a task opts in by implementing these methods on its *unwrapped* env (duck
 typing, checked with :func:`is_simulated`). A plain gymnasium env without them still works under
-:class:`~robo_safe_rl.env.safe_step.SafeStep`; it only loses rebuilds, state checks and state records.
+:class:`~robo_safe_rl.bridge.safe_step.SafeStep`; it only loses rebuilds, state checks and state records.
 """
 
 from __future__ import annotations

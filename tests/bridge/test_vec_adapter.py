@@ -8,7 +8,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from robo_safe_rl.env.vec_adapter import GymVecEnv
+from robo_safe_rl.bridge.vec_adapter import GymVecEnv
 from robo_safe_rl.errors import ConfigError
 
 
@@ -97,7 +97,7 @@ def test_termination_is_not_a_time_out() -> None:
 
 
 def test_no_second_reset_after_safe_step_recovered(make_fault_env) -> None:
-    from robo_safe_rl.env.safe_step import SafeStep
+    from robo_safe_rl.bridge.safe_step import SafeStep
 
     inner = make_fault_env({2: "nan_obs"})
     vec = GymVecEnv([SafeStep(inner)], seed=0)  # reset 1

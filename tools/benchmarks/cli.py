@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from robo_safe_rl.bench.timing import machine_description
+from benchmarks.timing import machine_description
 
 ANT = "RoboSafe/Ant-v0"
 
@@ -26,7 +26,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def section_env(quick: bool) -> str:
     """Raw PyBullet stepping vs the env's step() vs the rsl-rl adapter (issue: adapter >= 0.85 of raw)."""
-    from robo_safe_rl.bench.env_rate import bench_env_layers
+    from benchmarks.env_rate import bench_env_layers
 
     r = bench_env_layers(ANT, steps=400 if quick else 4000, repeats=3 if quick else 7, num_envs=16)
     rates, ratios = r["rates"], r["ratios"]
@@ -53,7 +53,7 @@ def section_env(quick: bool) -> str:
 
 def section_safestep(quick: bool) -> str:
     """SafeStep's clean-path cost (issue: wrapped/unwrapped >= 0.97)."""
-    from robo_safe_rl.bench.safe_step import bench_safe_step
+    from benchmarks.safe_step import bench_safe_step
 
     r = bench_safe_step(ANT, steps=500 if quick else 4000, repeats=3 if quick else 9)
     rows = [
@@ -66,8 +66,8 @@ def section_safestep(quick: bool) -> str:
 
 def section_guard(quick: bool) -> str:
     """The gradient guard's cost: per PPO update, and per whole training iteration (issue: <= 1.03)."""
-    from robo_safe_rl.bench.guard import bench_guard
-    from robo_safe_rl.bench.iteration import bench_guard_iterations
+    from benchmarks.guard import bench_guard
+    from benchmarks.iteration import bench_guard_iterations
 
     u = bench_guard(repeats=5 if quick else 15)
     it = bench_guard_iterations(ANT, iterations=2 if quick else 5, repeats=3 if quick else 7)
@@ -98,7 +98,7 @@ def section_guard(quick: bool) -> str:
 
 def section_checkpoint(quick: bool) -> str:
     """Inspecting a 1 GiB checkpoint against torch.load of the same file."""
-    from robo_safe_rl.bench.checkpoint import bench_inspect
+    from benchmarks.checkpoint import bench_inspect
 
     r = bench_inspect(size_mib=64 if quick else 1024, repeats=2 if quick else 5)
     rows = []
@@ -122,7 +122,7 @@ def section_checkpoint(quick: bool) -> str:
 
 def section_presets(quick: bool) -> str:
     """The three presets on Ant: 3 seeds each on one budget, and each under the gauntlet drill (minutes)."""
-    from robo_safe_rl.bench.presets import bench_presets, plot_curves
+    from benchmarks.presets import bench_presets, plot_curves
 
     repo = Path(__file__).resolve().parents[2]
     iterations = 6 if quick else PRESET_ITERATIONS

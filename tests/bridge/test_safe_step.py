@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from robo_safe_rl import SafeStep
+from robo_safe_rl.bridge.incidents import IncidentRecorder, load_incident_arrays, read_incidents
 from robo_safe_rl.config.safe_step import SafeStepConfig
-from robo_safe_rl.env.incidents import IncidentRecorder, load_incident_arrays, read_incidents
 from robo_safe_rl.errors import ConfigError, RecoveryError
 
 MakeEnv = Callable[..., gym.Env]
