@@ -1,43 +1,37 @@
-"""The gradient guard: a NaN or Inf in a loss or its gradients never reaches ``optimizer.step()``.
+"""The gradient guard: a NaN or Inf in a loss term or a gradient never reaches ``optimizer.step()``.
 
-The mechanics here know torch, not rsl-rl (:class:`~robo_safe_rl.training.ppo.SafePPO` wires them into PPO):
+The numerics here know torch, not rsl-rl; :class:`~robo_safe_rl.training.ppo.SafePPO` calls :meth:`GradGuard.check`
+at one place of its update, between ``loss.backward()`` and the gradient all-reduce and clip.
 
-- :class:`GradGuard` checks each mini-batch once, at the end of backward (an autograd callback queued by its
-  gradient hooks, so before any all-reduce and before clipping): one fused L2 norm over all gradients (finite exactly
-  when every element is, unless the float sum of squares overflows, which the slow path tells apart) and the loss
-  when given, read with one host-device sync. Only when that fails are the non-finite elements counted per parameter
-  on the device (and zeroed in ``zero`` mode).
-- Under multi-process training in ``skip``/``raise`` mode, :meth:`GradGuard.agree` all-reduces the flag so that every
-  rank takes the same decision and no rank's poisoned gradients enter the gradient all-reduce.
-- :class:`GuardedOptimizer` wraps the optimizer: ``step()`` asks the guard and skips the real step when told, so the
-  weights and the optimizer state (Adam's moments, step count) stay bitwise unchanged. Everything else is the wrapped
-  optimizer's, so checkpoints keep their format.
-- :class:`CallTap` is a :class:`~torch.overrides.TorchFunctionMode` opened only for short windows, reporting the calls
-  of one function (SafePPO reads the logged loss terms with it, from ``Tensor.item``).
+Per mini-batch the clean path costs one L2 norm per clip group (exactly the norm ``clip_grad_norm_`` would compute,
+so the clip reuses it) and one host-device sync that reads the loss terms and the norms together. A norm is finite
+exactly when every gradient element is, unless the float sum of squares overflows: only when a value is not finite are
+the elements counted per parameter (the slow path tells an overflow from a real NaN/Inf), and zeroed in ``zero``
+mode. A non-finite loss term is an event even when its gradients are finite: ``(v - 1e30) ** 2`` is Inf in float32,
+while its gradient, ``2 (v - 1e30) / n``, is not; the overflowed norm then makes the clip coefficient 0 and the
+optimizer steps on zeros, every mini-batch, with nothing counted. Under multi-process training in ``skip``/``raise``
+mode the ranks vote (one all-reduce of a flag), so that all of them take the same decision and no rank's poisoned
+gradients enter the all-reduce.
 
 Minimal use, outside PPO::
 
-    guard = GradGuard(model.named_parameters(), GuardMode.skip)
-    optimizer = GuardedOptimizer(torch.optim.Adam(model.parameters()), guard)
-    guard.watch_backward = True     # check at the end of every backward; or call guard.after_backward(loss) yourself
-    optimizer.zero_grad(); loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); optimizer.step()   # skipped if anything was NaN/Inf
-
-Without either, the check runs inside ``step()``, on the gradients as they are then (after clipping, whose NaN
-coefficient makes every element NaN: the decision is still right, the element count is not).
+    guard = GradGuard([list(model.named_parameters())], GuardMode.skip)
+    optimizer.zero_grad()
+    loss.backward()
+    verdict = guard.check({"loss": loss})
+    if verdict.step:                                  # False if the loss or a gradient held a NaN/Inf
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), 1.0, verdict.norms[0])
+        optimizer.step()
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-from torch.autograd import Variable
-from torch.overrides import TorchFunctionMode
 
 from robo_safe_rl.config.grad_guard import GuardMode
 
@@ -53,18 +47,22 @@ COUNTER_KEYS = (
 _SKIPPING = (GuardMode.skip, GuardMode["raise"])
 
 
-def total_grad_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
-    """L2 norm of all gradients as one vector, on their device, without a host sync.
+def grad_norm(params: Iterable[torch.Tensor]) -> torch.Tensor:
+    """L2 norm of the gradients of ``params`` as one vector, on their device, without a host sync.
 
-    Args:
-        grads: Gradient tensors of any shapes, all on one device with one dtype.
+    Exactly the norm ``torch.nn.utils.clip_grad_norm_`` computes (it is its first half), so a clip by
+    ``torch.nn.utils.clip_grads_with_norm_`` with this norm is bitwise ``clip_grad_norm_``.
 
     Returns:
-        Scalar tensor; NaN if any element is NaN, +Inf if any is +-Inf (or if the float sum of squares overflows).
+        Scalar tensor; NaN if any element is NaN, +Inf if any is +-Inf or the float sum of squares overflows.
     """
-    if not grads:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(grads))))
+    return torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+
+
+def stack_scalars(values: Iterable[torch.Tensor], device: torch.device | str) -> torch.Tensor:
+    """Scalar tensors as one float64 vector on ``device``, to be read with one sync (float64 holds any float32 or
+    bfloat16 value exactly, so each reads as its own ``.item()``)."""
+    return torch.stack([v.detach().reshape(()).to(device, torch.float64) for v in values])
 
 
 def nonfinite_counts(grads: Sequence[torch.Tensor]) -> list[int]:
@@ -81,201 +79,114 @@ def sum_over_ranks(values: Sequence[float], device: torch.device | str) -> list[
     return tensor.tolist()
 
 
-class CallTap(TorchFunctionMode):
-    """Hands each call of one torch function to a callback while open; every other call passes straight through.
-
-    Opened and closed in pairs within one mini-batch (a torch function mode stack is last-in first-out). Every torch
-    call inside the window pays a Python round trip (1-2 microseconds; attribute reads such as ``.grad`` count), so
-    the window must hold few calls: around ``clip_grad_norm_`` it would hold about 70.
-    """
-
-    def __init__(self, target: Callable[..., Any], callback: Callable[[tuple[Any, ...], Any], Any]) -> None:
-        """Args:
-        target: The function to watch, e.g. ``torch.Tensor.item``.
-        callback: Called as ``callback(args, result)`` after each call of ``target``; what it returns is what the
-            caller of ``target`` receives (return ``result`` to change nothing).
-        """
-        super().__init__()
-        self._target = target
-        self._callback = callback
-        self.is_open = False
-
-    def open(self) -> None:
-        """Start reporting (no-op when already open)."""
-        if not self.is_open:
-            self.__enter__()
-            self.is_open = True
-
-    def close(self) -> None:
-        """Stop reporting (no-op when closed)."""
-        if self.is_open:
-            self.is_open = False
-            self.__exit__(None, None, None)
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        result = func(*args, **(kwargs or {}))
-        return self._callback(args, result) if func is self._target else result
-
-
 @dataclass
 class GradEvent:
-    """What this rank found in one mini-batch whose loss or gradients were not finite.
+    """What this rank found in a mini-batch whose loss terms or gradients were not finite.
 
     Attributes:
         nonfinite_elements: NaN/Inf gradient elements on this rank, counted before any all-reduce or clip.
         first_param: Name of the first parameter (in registration order) with a non-finite gradient element.
-        loss: The loss value (``nan``/``inf`` included), or None when the guard did not see the loss.
-        grads: Copies of the non-finite gradients before clipping, by name (only with ``keep_grads``).
+        loss_finite: Whether every loss term was finite.
+        grads: Copies of the non-finite gradients, by name (only when the guard keeps them).
     """
 
     nonfinite_elements: int
     first_param: str | None
-    loss: float | None
+    loss_finite: bool
     grads: dict[str, torch.Tensor] | None = None
 
-    @property
-    def loss_finite(self) -> bool:
-        """Whether the loss was finite (True when unknown)."""
-        return self.loss is None or math.isfinite(self.loss)
+
+@dataclass
+class Verdict:
+    """The guard's decision for one mini-batch.
+
+    Attributes:
+        step: Whether the optimizer may step (False: skip it, on every rank).
+        terms: The loss terms as host numbers (``nan``/``inf`` included).
+        norms: Per clip group, the gradient norm before clipping (after zeroing in ``zero`` mode); valid for the clip
+            as long as no all-reduce changed the gradients.
+        nonfinite: Whether some rank found a non-finite loss term or gradient element (an event).
+        event: What this rank found; None when it found nothing (the event was on another rank).
+    """
+
+    step: bool
+    terms: dict[str, float]
+    norms: list[torch.Tensor] = field(repr=False)
+    nonfinite: bool = False
+    event: GradEvent | None = None
 
 
 class GradGuard:
-    """Decides, once per mini-batch, whether an optimizer step may use the current gradients.
+    """Decides, once per mini-batch, whether an optimizer step may use the current gradients; counts the events.
 
-    Per mini-batch: :meth:`begin_minibatch` (from ``zero_grad``), :meth:`after_backward` (at the end of backward when
-    :attr:`watch_backward` is set, or called by hand), under multi-process :meth:`agree` before the gradient
-    all-reduce, then :meth:`should_step` (from ``step``). Per iteration: :meth:`end_iteration` returns the metrics and
-    adds them to :attr:`totals`.
+    Per mini-batch: :meth:`check`, after backward and before any all-reduce or clip (under multi-process, every rank
+    calls it: it holds the vote). Per update: :meth:`end_iteration` returns the metrics and adds them to
+    :attr:`totals`.
     """
 
     def __init__(
         self,
-        named_params: Iterable[tuple[str, torch.nn.Parameter]],
+        groups: Iterable[Iterable[tuple[str, torch.nn.Parameter]]],
         mode: GuardMode,
         *,
         world_size: int = 1,
         keep_grads: bool = False,
     ) -> None:
         """Args:
-        named_params: ``(name, parameter)`` pairs to guard; parameters without ``requires_grad`` are left out.
+        groups: One list of ``(name, parameter)`` pairs per clip group (SafePPO: the actor's, the critic's), each in
+            the order of the module's ``parameters()``, as the clip sees them.
         mode: ``skip``, ``zero`` or ``raise`` (``off`` means: build no guard).
         world_size: Processes in the default process group (1: single process).
-        keep_grads: Keep copies of non-finite gradients in :attr:`last_event` (for ``raise`` mode's dump).
+        keep_grads: Keep copies of non-finite gradients in the event (for ``raise`` mode's dump).
 
         Raises:
             ValueError: If ``mode`` is ``off`` or there is no trainable parameter.
         """
-        pairs = [(name, p) for name, p in named_params if p.requires_grad]
-        if mode is GuardMode.off or not pairs:
+        self.groups = [list(group) for group in groups]
+        trainable = [p for group in self.groups for _, p in group if p.requires_grad]
+        if mode is GuardMode.off or not trainable:
             raise ValueError(f"GradGuard needs mode skip, zero or raise and trainable parameters; got mode {mode.name}")
-        self.names = [name for name, _ in pairs]
-        self.params = [p for _, p in pairs]
         self.mode = mode
         self.world_size = world_size
         self.keep_grads = keep_grads
-        self.device = self.params[0].device
-        self._uniform = len({(p.device, p.dtype) for p in self.params}) == 1
+        self.device = trainable[0].device
         self.deferred = world_size > 1 and mode in _SKIPPING
-        self.watch_backward = False
-        """Check at the end of each backward through these parameters (the owner sets it while it trains)."""
-        self._queued = False
-        # A hook per parameter costs next to nothing (measured: within noise on a 4-layer MLP); the first one to fire
-        # in a backward queues the check, which autograd runs once every gradient of that backward is accumulated.
-        self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
-        self.checked_late = False
-        """Set once a check had to run inside ``step()`` because no ``after_backward`` came first."""
         self.totals = dict.fromkeys(COUNTER_KEYS, 0)
-        self.last_event: GradEvent | None = None
-        self.last_nonfinite = False
-        self.last_skipped = False
-        self._reset_minibatch()
         self._reset_iteration()
 
-    # ---- one mini-batch ----------------------------------------------------------------------------------------
-    def begin_minibatch(self) -> None:
-        """Forget the previous mini-batch (and a check left queued by a backward that raised)."""
-        self._queued = False
-        self._reset_minibatch()
-
-    def after_backward(self, loss: torch.Tensor | None = None) -> None:
-        """Measure the gradients just after backward (and zero non-finite elements in ``zero`` mode).
+    def check(self, terms: Mapping[str, torch.Tensor]) -> Verdict:
+        """Check the loss terms and the gradients of one mini-batch (collective under multi-process training).
 
         Args:
-            loss: The loss that was backpropagated (any shape), or None if unknown.
-        """
-        with torch.no_grad():
-            self._loss = None if loss is None else loss.detach().float().sum()
-            self._norm = self._total_norm()
-        self._local_bad, self._agreed_bad, self._event = None, None, None  # a second backward is checked afresh
-        if not self.deferred:
-            self._resolve_local()
-
-    def agree(self) -> bool:
-        """Agree across ranks whether this mini-batch is skipped (collective; every rank must call it).
+            terms: The loss terms by name (scalar tensors).
 
         Returns:
-            True when the gradients may be all-reduced: no rank found a non-finite value, or mode is ``zero`` (each
-            rank zeroed its own non-finite elements already).
+            The verdict. In ``zero`` mode the non-finite gradient elements are already 0 when it returns.
         """
-        if not self.deferred:
-            return True
-        if self._norm is None:
-            self.after_backward(None)
         with torch.no_grad():
-            values = self._norm.reshape(1) if self._loss is None else torch.stack((self._loss, self._norm))
-            flag = (~torch.isfinite(values)).any().to(torch.float32)
-        dist.all_reduce(flag, op=dist.ReduceOp.SUM)
-        if flag.tolist() == 0:  # the one sync of a clean mini-batch
-            self._local_bad, self._agreed_bad = False, False
-            return True
-        # Some rank saw a non-finite norm or loss: each one now looks closely (a float overflow of the norm alone is
-        # no event), and a second vote, on this rare path only, settles it.
-        self._resolve_local()
-        self._agreed_bad = sum_over_ranks([float(self._local_bad)], self.device)[0] > 0
-        return not self._agreed_bad
+            norms = [grad_norm(p for _, p in group) for group in self.groups]
+            values = stack_scalars([*terms.values(), *norms], self.device)
+            if self.deferred:
+                flag = (~torch.isfinite(values)).any().to(torch.float64).reshape(1)
+                dist.all_reduce(flag, op=dist.ReduceOp.SUM)
+                values = torch.cat((values, flag))
+            host = values.tolist()  # the one host-device sync of a clean mini-batch
+        found = dict(zip(terms, host, strict=False))
+        if (host[-1] == 0) if self.deferred else all(math.isfinite(v) for v in host):
+            self._record(step=True, norms=norms)
+            return Verdict(True, found, norms)
+        return self._decide(found, norms)
 
-    def measure_norm(self) -> None:
-        """Re-measure the gradient norm for the metrics (after the all-reduce: the norm that clipping will see)."""
-        with torch.no_grad():
-            self._norm = self._total_norm()
-
-    def should_step(self) -> bool:
-        """Decide this mini-batch's step and record it (checking here if no check ran since ``begin_minibatch``).
-
-        Returns:
-            False when the step must be skipped (``skip``/``raise`` mode and a non-finite value on some rank).
-        """
-        if self._norm is None:
-            self.checked_late = True
-            self.after_backward(None)
-        if self.deferred and self._agreed_bad is None:
-            self.agree()
-        nonfinite = bool(self._agreed_bad if self.deferred else self._local_bad)
-        skip = nonfinite and self.mode in _SKIPPING
-        event = self._event
-        self._records.append(
-            (int(bool(self._local_bad)), int(event is not None and not event.loss_finite), int(self._zeroed))
-        )
-        self._elements += event.nonfinite_elements if event is not None else 0
-        if skip:
-            self._skipped += 1
-        elif self._norm is not None:
-            self._norms.append(self._norm)
-        self.last_event, self.last_nonfinite, self.last_skipped = event, nonfinite, skip
-        self._reset_minibatch()
-        return not skip
-
-    # ---- one iteration -----------------------------------------------------------------------------------------
     def end_iteration(self, extra: Sequence[int] = ()) -> tuple[dict[str, float], list[int]]:
-        """Close the iteration: metrics over all ranks (one small all-reduce when distributed), added to totals.
+        """Close the update: metrics over all ranks (one small all-reduce when distributed), added to totals.
 
         Args:
             extra: Per-rank integers to sum over ranks in the same all-reduce (e.g. injected-fault counts).
 
         Returns:
-            The metrics (names of :data:`COUNTER_KEYS`, plus ``grad_norm_preclip`` and ``grad_norm_preclip_max``, the
-            mean and max over applied steps of the gradient norm clipping saw, when a step was applied) and
-            ``extra`` summed over ranks.
+            The metrics (names of :data:`COUNTER_KEYS`; ``grad_norm_preclip`` and ``grad_norm_preclip_max``, the mean
+            and max over applied steps of this rank's gradient norm before the all-reduce and the clip, when a step
+            was applied) and ``extra`` summed over ranks.
         """
         records = self._records
         flat: list[float] = [float(v) for rec in records for v in rec] + [float(self._elements), *map(float, extra)]
@@ -299,140 +210,49 @@ class GradGuard:
         self._reset_iteration()
         return metrics, [int(v) for v in flat[3 * len(records) + 1 :]]
 
-    def note_loss_nonfinite(self) -> None:
-        """Count the last decided mini-batch as one with a non-finite loss (for owners that learn it after the step)."""
-        if self._records:
-            event, _, zeroed = self._records[-1]
-            self._records[-1] = (event, 1, zeroed)
+    # ---- the rare path -----------------------------------------------------------------------------------------
+    def _decide(self, terms: dict[str, float], norms: list[torch.Tensor]) -> Verdict:
+        """Something was not finite here or on another rank: look closely, then (multi-process) vote a second time."""
+        event, bad = self._find(terms)
+        zeroed = self.mode is GuardMode.zero and bool(bad)
+        if zeroed:
+            with torch.no_grad():
+                for grad in bad:
+                    torch.nan_to_num_(grad, nan=0.0, posinf=0.0, neginf=0.0)
+                norms = [grad_norm(p for _, p in group) for group in self.groups]
+        nonfinite = event is not None
+        if self.deferred:
+            nonfinite = sum_over_ranks([float(nonfinite)], self.device)[0] > 0
+        step = not (nonfinite and self.mode in _SKIPPING)
+        self._record(step, norms, event, zeroed)
+        return Verdict(step, terms, norms, nonfinite, event)
 
-    def remove_hooks(self) -> None:
-        """Detach the guard's gradient hooks from the parameters."""
-        for handle in self._hooks:
-            handle.remove()
-        self._hooks = []
+    def _find(self, terms: dict[str, float]) -> tuple[GradEvent | None, list[torch.Tensor]]:
+        """This rank's event (None if everything is finite: only the float sum of squares overflowed) and its
+        non-finite gradients."""
+        named = [(name, p.grad) for group in self.groups for name, p in group if p.grad is not None]
+        with torch.no_grad():
+            counts = nonfinite_counts([g for _, g in named])
+        bad = [(name, g) for (name, g), c in zip(named, counts, strict=True) if c]
+        loss_finite = all(math.isfinite(v) for v in terms.values())
+        if loss_finite and not bad:
+            return None, []
+        grads = {name: g.detach().clone() for name, g in bad} if self.keep_grads else None
+        return GradEvent(sum(counts), bad[0][0] if bad else None, loss_finite, grads), [g for _, g in bad]
 
-    # ---- internals ---------------------------------------------------------------------------------------------
-    def _on_grad(self, _param: torch.Tensor) -> None:
-        if self.watch_backward and not self._queued:
-            self._queued = True
-            Variable._execution_engine.queue_callback(self._backward_done)
-
-    def _backward_done(self) -> None:
-        self._queued = False
-        self.after_backward(None)
-
-    def _grads(self) -> list[torch.Tensor]:
-        return [p.grad for p in self.params if p.grad is not None]
-
-    def _total_norm(self) -> torch.Tensor:
-        grads = self._grads()
-        if not grads:
-            return torch.zeros((), device=self.device)
-        if self._uniform:
-            return total_grad_norm(grads)
-        return torch.nn.utils.get_total_norm(grads)  # groups by device and dtype
-
-    def _reset_minibatch(self) -> None:
-        self._loss: torch.Tensor | None = None
-        self._norm: torch.Tensor | None = None
-        self._local_bad: bool | None = None
-        self._agreed_bad: bool | None = None
-        self._event: GradEvent | None = None
-        self._zeroed = False
+    def _record(
+        self, step: bool, norms: list[torch.Tensor], event: GradEvent | None = None, zeroed: bool = False
+    ) -> None:
+        self._records.append((int(event is not None), int(event is not None and not event.loss_finite), int(zeroed)))
+        if event is not None:
+            self._elements += event.nonfinite_elements
+        if step:
+            self._norms.append(torch.linalg.vector_norm(torch.stack([n.to(self.device) for n in norms])))
+        else:
+            self._skipped += 1
 
     def _reset_iteration(self) -> None:
         self._records: list[tuple[int, int, int]] = []
         self._norms: list[torch.Tensor] = []
         self._elements = 0
         self._skipped = 0
-
-    def _resolve_local(self) -> None:
-        """Read the check on the host (one sync); on failure count, name, keep and (``zero`` mode) zero elements."""
-        if self._local_bad is not None:
-            return
-        if self._norm is None:
-            self._norm = self._total_norm()
-        if self._loss is None:
-            loss, norm = None, self._norm.tolist()  # not .item(): owners may watch .item() with a CallTap
-        else:
-            loss, norm = torch.stack((self._loss, self._norm.to(self._loss.dtype))).tolist()
-        loss_bad = loss is not None and not math.isfinite(loss)
-        if math.isfinite(norm) and not loss_bad:
-            self._local_bad = False
-            return
-        named = [(name, p.grad) for name, p in zip(self.names, self.params, strict=True) if p.grad is not None]
-        with torch.no_grad():
-            counts = nonfinite_counts([g for _, g in named])
-        if not any(counts) and not loss_bad:  # the float sum of squares overflowed; every element is finite
-            self._local_bad = False
-            return
-        bad = [(name, g) for (name, g), c in zip(named, counts, strict=True) if c]
-        grads = {name: g.detach().clone() for name, g in bad} if self.keep_grads else None
-        self._event = GradEvent(sum(counts), bad[0][0] if bad else None, loss, grads)
-        self._local_bad = True
-        if self.mode is GuardMode.zero and bad:
-            with torch.no_grad():
-                for _, g in bad:
-                    torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
-                self._norm = self._total_norm()
-            self._zeroed = True
-
-
-class GuardedOptimizer:
-    """An optimizer whose ``step()`` runs only when the guard allows it; all else is the wrapped optimizer's.
-
-    ``zero_grad`` starts the guard's mini-batch; ``step`` asks :meth:`GradGuard.should_step`, runs the real step or
-    not, then calls ``after_step(applied)`` if set. ``param_groups``, ``state``, ``state_dict``, ``load_state_dict``
-    and any other attribute are the wrapped optimizer's own, so checkpoints are unchanged in format.
-    """
-
-    def __init__(
-        self,
-        optimizer: torch.optim.Optimizer,
-        guard: GradGuard,
-        after_step: Callable[[bool], None] | None = None,
-    ) -> None:
-        self.inner = optimizer
-        self.guard = guard
-        self.after_step = after_step
-
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        """The wrapped optimizer's parameter groups (learning rates live here)."""
-        return self.inner.param_groups
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the gradients and start a new mini-batch in the guard."""
-        self.inner.zero_grad(set_to_none=set_to_none)
-        self.guard.begin_minibatch()
-
-    def step(self, closure: None = None) -> None:
-        """Apply the step unless the guard skips it.
-
-        Raises:
-            TypeError: If a closure is given (the guard checks gradients computed before ``step``).
-        """
-        if closure is not None:
-            raise TypeError("GuardedOptimizer.step does not take a closure: compute the gradients before step()")
-        applied = self.guard.should_step()
-        if applied:
-            self.inner.step()
-        if self.after_step is not None:
-            self.after_step(applied)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The wrapped optimizer's state dict, exactly."""
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load into the wrapped optimizer."""
-        self.inner.load_state_dict(state_dict)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only called for names not found on the wrapper itself: defaults, state, add_param_group, hooks, ...
-        if name == "inner":  # not yet set (e.g. during unpickling): avoid infinite recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def __repr__(self) -> str:
-        return f"GuardedOptimizer({self.inner!r}, mode={self.guard.mode.name})"

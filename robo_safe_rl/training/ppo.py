@@ -1,25 +1,21 @@
-"""SafePPO: rsl-rl's PPO with the gradient guard and the gradient fire drill, without a copy of ``update()``.
+"""SafePPO: rsl-rl's PPO whose ``update()`` is owned, with the gradient guard and the gradient fire drill.
 
 rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.ppo:SafePPO``); the extra keys
 ``grad_guard`` (``safety.grad_guard``), ``grad_faults`` (``faults.grad``) and ``dump_dir`` reach ``__init__``.
-Inside ``PPO.update()`` each mini-batch runs ``zero_grad -> loss.backward() -> [reduce_parameters] -> clip ->
-step -> .item() of the loss terms``; SafePPO hooks in at exactly those points:
+:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with four additions, marked ``(n)`` in the code:
 
-- the guard's gradient hooks check the gradients at the end of ``loss.backward()``, before the all-reduce and the
-  clip; the optimizer is a :class:`~robo_safe_rl.safety.grad_guard.GuardedOptimizer` whose ``step`` applies or
-  skips; a skipped step also puts back the adaptive learning rate of before the mini-batch;
-- ``reduce_parameters`` (multi-process) first agrees on the decision across ranks and never all-reduces poisoned
-  gradients;
-- during ``update()`` the storage's mini-batch generators pass through SafePPO, which marks mini-batch boundaries and
-  injects scheduled faults. After a mini-batch with a non-finite value (only then), a tap on ``Tensor.item`` reads
-  the loss terms rsl-rl logs, for the message, and hands rsl-rl a 0 instead of each term of a skipped mini-batch and
-  of each non-finite term; ``update()`` then rescales each of rsl-rl's means by ``N / (N - terms left out)``, so the
-  logged means are over the applied mini-batches and never NaN because of a contained event.
+1. **Fire drill** (``faults.grad``): a NaN return in a copy of the mini-batch makes the loss NaN through the PPO maths
+   below it; a gradient element is overwritten right after backward, where a bad op would have produced it.
+2. **Gradient guard** (``safety.grad_guard``), after backward and before the all-reduce and the clip: the loss terms
+   and the gradients are checked with one host-device sync (:class:`~robo_safe_rl.safety.grad_guard.GradGuard`). A
+   non-finite value is an event: ``skip`` leaves the step out on every rank (and puts back the learning rate this
+   mini-batch's KL chose), ``zero`` sets the bad elements to 0, ``raise`` stops with a diagnostic and a dump. Poisoned
+   gradients never enter the all-reduce.
+3. **Clip** as ``clip_grad_norm_`` in its two public halves, so that it reuses the guard's norms (bitwise the same).
+4. **Loss terms** read in one sync and averaged over the applied mini-batches; with the guard on, a non-finite term is
+   left out of its mean and a term never applied is dropped (a 0 or a NaN would mislead).
 
-A non-finite loss is caught through its gradients: each of PPO's loss terms back-propagates its NaN/Inf (a NaN
-advantage, return, value or log-prob puts a NaN into the gradients of the network it came from), and a loss whose
-gradients are finite cannot corrupt the weights. ``loss_nonfinite`` counts the caught mini-batches whose logged loss
-terms were not finite.
+With mode ``off`` and no drill, the update is rsl-rl's: bitwise the same weights and losses.
 """
 
 from __future__ import annotations
@@ -27,47 +23,23 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
 import torch
+import torch.nn as nn
 from rsl_rl.algorithms import PPO
 from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg, GuardMode
 from robo_safe_rl.errors import ConfigError, NonFiniteError
-from robo_safe_rl.safety.grad_guard import (
-    COUNTER_KEYS,
-    CallTap,
-    GradEvent,
-    GradGuard,
-    GuardedOptimizer,
-    sum_over_ranks,
-)
+from robo_safe_rl.safety.grad_guard import COUNTER_KEYS, GradGuard, Verdict, stack_scalars, sum_over_ranks
+from robo_safe_rl.training.grad_drill import GradDrill
 
 logger = logging.getLogger(__name__)
 
 _LOG_FIRST = 10  # events logged one by one; after that every _LOG_EVERY-th, so a sick run does not flood the log
 _LOG_EVERY = 100
-
-
-class _BatchStream:
-    """The rollout storage as ``update()`` sees it: reads pass through, mini-batch generators go through ``wrap``."""
-
-    def __init__(self, storage: RolloutStorage, wrap: Callable[[Iterator[Any]], Iterator[Any]]) -> None:
-        self._storage = storage
-        self._wrap = wrap
-
-    def mini_batch_generator(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        return self._wrap(self._storage.mini_batch_generator(*args, **kwargs))
-
-    def recurrent_mini_batch_generator(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        return self._wrap(self._storage.recurrent_mini_batch_generator(*args, **kwargs))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
 
 
 def _plain(value: Any) -> Any:
@@ -86,7 +58,7 @@ def _plain(value: Any) -> Any:
 
 
 class SafePPO(PPO):
-    """PPO whose optimizer never applies a NaN/Inf gradient (``safety.grad_guard``), with a gradient fire drill.
+    """PPO whose optimizer never applies a NaN/Inf loss or gradient (``safety.grad_guard``), with a gradient drill.
 
     With no non-finite value a guarded run is bitwise identical to plain PPO with the same seed: the guard only reads.
 
@@ -128,7 +100,6 @@ class SafePPO(PPO):
                 f"safety.grad_guard.mode={mode.name} with algorithm.rnd_cfg set: the guard does not cover RND's own "
                 "optimizer. Hint: set safety.grad_guard.mode=off or drop rnd_cfg"
             )
-        self.guard: GradGuard | None = None
         super().__init__(actor, critic, storage, *args, **kwargs)
         self.dump_dir = None if dump_dir is None else os.fspath(dump_dir)
         self.current_iteration = 0
@@ -138,214 +109,251 @@ class SafePPO(PPO):
         self.faults_injected: dict[str, int] = {}
         """Cumulative injected faults over all ranks, by kind (``grad_nonfinite``, ``loss_nonfinite``), only kinds
         that occurred (for summary.json)."""
-        named = [("actor." + n, p) for n, p in self._raw_actor.named_parameters()]
-        named += [("critic." + n, p) for n, p in self._raw_critic.named_parameters()]
+        # One group per clip, in the order clip_grad_norm_ sees the parameters.
+        groups = [
+            [("actor." + n, p) for n, p in self._raw_actor.named_parameters()],
+            [("critic." + n, p) for n, p in self._raw_critic.named_parameters()],
+        ]
+        self.guard: GradGuard | None = None
         if mode is not GuardMode.off:
             raising = mode is GuardMode["raise"]
-            self.guard = GradGuard(named, mode, world_size=self.gpu_world_size, keep_grads=raising)
-            self.optimizer = self.optimizer  # the setter wraps it
-        self._grad_fault: tuple[torch.nn.Parameter, tuple[int, ...]] | None = None
-        if self.fault_cfg.enabled:
-            self._grad_fault = self._resolve_fault_target(dict(named))
-            self._grad_fault[0].register_post_accumulate_grad_hook(self._inject_grad)
-        self._item_tap = CallTap(torch.Tensor.item, self._on_item)
+            self.guard = GradGuard(groups, mode, world_size=self.gpu_world_size, keep_grads=raising)
+        self.drill = GradDrill(self.fault_cfg, dict(groups[0] + groups[1]), self.gpu_global_rank)
         self._metrics: dict[str, float] = {}
-        self._injected = [0, 0]  # this update's [gradient, loss] injections on this rank
-        self._grad_armed = self._in_update = self._mb_open = self._zero_items = False
-        self._terms: list[float] = []
-        self._mb, self._update_index, self._batch, self._lr_before = -1, -1, None, self.learning_rate
-        self._left_out: list[int] = []  # per loss key: terms of this update handed to rsl-rl as 0
+        self._mb = 0  # the mini-batch being processed, for schedules and messages
         self._events = 0
-        self._warned: set[str] = set()
-
-    # The setter keeps the guard in front of any optimizer assigned later (PPO.__init__, a runner's rollback).
-    @property
-    def optimizer(self) -> Any:
-        """The optimizer: a :class:`GuardedOptimizer` around rsl-rl's when the guard is on."""
-        return self._optimizer
-
-    @optimizer.setter
-    def optimizer(self, optimizer: Any) -> None:
-        if self.guard is not None and not isinstance(optimizer, GuardedOptimizer):
-            optimizer = GuardedOptimizer(optimizer, self.guard, after_step=self._after_step)
-        self._optimizer = optimizer
 
     def iteration_metrics(self) -> dict[str, float]:
         """Metrics of the last ``update()``, summed over ranks (tag names without ``Safety/``), no sync needed.
 
-        Keys: ``grad_nonfinite_steps`` (mini-batches with a NaN/Inf gradient on any rank), ``grad_steps_skipped``,
-        ``grad_steps_zeroed``, ``grad_nonfinite_elements``, ``loss_nonfinite``; ``grad_norm_preclip`` and
-        ``grad_norm_preclip_max`` (mean and max over applied steps of the actor+critic gradient norm that clipping
-        saw; absent when no step was applied); and during a drill ``faults_grad_nonfinite`` and
-        ``faults_loss_nonfinite``. Empty with mode ``off`` and no drill.
+        Keys: ``grad_nonfinite_steps`` (mini-batches with a NaN/Inf loss term or gradient on any rank),
+        ``grad_steps_skipped``, ``grad_steps_zeroed``, ``grad_nonfinite_elements``, ``loss_nonfinite``;
+        ``grad_norm_preclip`` and ``grad_norm_preclip_max`` (mean and max over applied steps of this rank's
+        actor+critic gradient norm before the all-reduce and the clip; absent when no step was applied); and during a
+        drill ``faults_grad_nonfinite`` and ``faults_loss_nonfinite``. Empty with mode ``off`` and no drill.
         """
         return dict(self._metrics)
 
     def update(self) -> dict[str, float]:
-        """One PPO update, guarded: rsl-rl's mean losses, over the mini-batches that were applied.
+        """rsl-rl 5.5's ``PPO.update`` with the additions (1)-(4) of the module docstring.
 
-        Without a non-finite event the dict is exactly rsl-rl's. Each mean leaves out the skipped mini-batches and
-        any non-finite term; a key with nothing left is dropped (a 0 or a NaN would mislead).
+        Returns:
+            rsl-rl's mean losses, over the applied mini-batches (exactly rsl-rl's without a non-finite event).
 
         Raises:
-            NonFiniteError: In ``raise`` mode, at the first mini-batch with a non-finite gradient on any rank.
+            NonFiniteError: In ``raise`` mode, at the first mini-batch with a non-finite loss term or gradient on any
+                rank (the step is not applied).
         """
-        if self.guard is None and self._grad_fault is None:
-            loss_dict = super().update()
-            self.current_iteration += 1
-            return loss_dict
-        storage = self.storage
-        self.storage = _BatchStream(storage, self._guarded_batches)  # type: ignore[assignment]  # read-only view
-        self._injected, self._left_out, self._in_update = [0, 0], [0] * len(self._loss_keys()), True
-        if self.guard is not None:
-            self.guard.watch_backward = True
-        try:
-            loss_dict = super().update()
-        finally:
-            self.storage, self._batch = storage, None
-            self._in_update = False
-            self._item_tap.close()
-            if self.guard is not None:
-                self.guard.watch_backward = False
+        # (4) Sums and counts per loss term, of the applied mini-batches.
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        self.drill.injected = [0, 0]
+
+        # Get mini-batch generator
+        if self.actor.is_recurrent or self.critic.is_recurrent:
+            generator = self.storage.recurrent_mini_batch_generator(self.num_mini_batches, self.num_learning_epochs)
+        else:
+            generator = self.storage.mini_batch_generator(self.num_mini_batches, self.num_learning_epochs)
+
+        # Iterate over mini-batches
+        for k, batch in enumerate(generator):
+            self._mb = k
+            original_batch_size = batch.observations.batch_size[0]
+            lr_before = self.learning_rate
+            # (1) Fire drill: a NaN return makes the loss NaN through the maths below.
+            self.drill.begin(self._update_index())
+            self.drill.poison_returns(batch)
+
+            # Check if we should normalize advantages per mini-batch
+            if self.normalize_advantage_per_mini_batch:
+                with torch.no_grad():
+                    batch.advantages = (batch.advantages - batch.advantages.mean()) / (batch.advantages.std() + 1e-8)  # type: ignore
+
+            # Perform symmetric augmentation if enabled
+            if self.symmetry:
+                self.symmetry.augment_batch(batch, original_batch_size)
+
+            # Optionally use mixed precision for the forward pass and loss computation
+            with torch.amp.autocast(  # type: ignore
+                device_type=torch.device(self.device).type, enabled=self.use_mixed_precision, dtype=torch.bfloat16
+            ):
+                # Recompute actions log prob and entropy for current batch of transitions
+                # Note: We need to do this because we updated the policy with new parameters
+                self.actor(
+                    batch.observations,
+                    masks=batch.masks,
+                    hidden_state=batch.hidden_states[0],
+                    stochastic_output=True,
+                )
+                actions_log_prob = self.actor.get_output_log_prob(batch.actions)  # type: ignore
+                values = self.critic(batch.observations, masks=batch.masks, hidden_state=batch.hidden_states[1])
+                # Note: We only keep the following tensors for the original samples in case of symmetry augmentation
+                distribution_params = tuple(p[:original_batch_size] for p in self.actor.output_distribution_params)
+                entropy = self.actor.output_entropy[:original_batch_size]
+
+                # Compute KL divergence and adapt the learning rate
+                if self.desired_kl is not None and self.schedule == "adaptive":
+                    with torch.inference_mode():
+                        kl = self.actor.get_kl_divergence(batch.old_distribution_params, distribution_params)  # type: ignore
+                        kl_mean = torch.mean(kl)
+
+                        # Reduce the KL divergence across all GPUs
+                        if self.is_multi_gpu:
+                            torch.distributed.all_reduce(kl_mean, op=torch.distributed.ReduceOp.SUM)
+                            kl_mean /= self.gpu_world_size
+
+                        # Update the learning rate only on the main process
+                        if self.gpu_global_rank == 0:
+                            if kl_mean > self.desired_kl * 2.0:
+                                self.learning_rate = max(1e-5, self.learning_rate / 1.5)
+                            elif kl_mean < self.desired_kl / 2.0 and kl_mean > 0.0:
+                                self.learning_rate = min(1e-2, self.learning_rate * 1.5)
+
+                        # Update the learning rate for all GPUs
+                        if self.is_multi_gpu:
+                            lr_tensor = torch.tensor(self.learning_rate, device=self.device)
+                            torch.distributed.broadcast(lr_tensor, src=0)
+                            self.learning_rate = lr_tensor.item()
+
+                        # Update the learning rate for all parameter groups
+                        for param_group in self.optimizer.param_groups:
+                            param_group["lr"] = self.learning_rate
+
+                # Surrogate loss
+                ratio = torch.exp(actions_log_prob - torch.squeeze(batch.old_actions_log_prob))  # type: ignore
+                surrogate = -torch.squeeze(batch.advantages) * ratio  # type: ignore
+                surrogate_clipped = -torch.squeeze(batch.advantages) * torch.clamp(  # type: ignore
+                    ratio, 1.0 - self.clip_param, 1.0 + self.clip_param
+                )
+                surrogate_loss = torch.max(surrogate, surrogate_clipped).mean()
+
+                # Value function loss
+                if self.use_clipped_value_loss:
+                    value_clipped = batch.values + (values - batch.values).clamp(-self.clip_param, self.clip_param)
+                    value_losses = (values - batch.returns).pow(2)
+                    value_losses_clipped = (value_clipped - batch.returns).pow(2)
+                    value_loss = torch.max(value_losses, value_losses_clipped).mean()
+                else:
+                    value_loss = (batch.returns - values).pow(2).mean()
+
+                loss = surrogate_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy.mean()
+
+                # RND loss
+                rnd_loss = self.rnd.compute_loss(batch.observations[:original_batch_size]) if self.rnd else None  # type: ignore
+
+                # Symmetry loss
+                if self.symmetry:
+                    symmetry_loss = self.symmetry.compute_loss(self.actor, batch, original_batch_size)
+                    if self.symmetry.use_mirror_loss:
+                        loss = loss + self.symmetry.mirror_loss_coeff * symmetry_loss
+
+            # Compute the gradients for PPO
+            self.optimizer.zero_grad()
+            loss.backward()
+            # Compute the gradients for RND
+            if self.rnd:
+                self.rnd.optimizer.zero_grad()
+                rnd_loss.backward()
+
+            # The loss terms, in the order of rsl-rl's loss dict.
+            terms = {"value": value_loss, "surrogate": surrogate_loss, "entropy": entropy.mean()}
+            if self.rnd:
+                terms["rnd"] = rnd_loss
+            if self.symmetry:
+                terms["symmetry"] = symmetry_loss
+            # (1) Fire drill: one gradient element turns non-finite, as if backward had produced it.
+            self.drill.poison_grad()
+            # (2) The gradient guard: the one place where a step is decided, before the all-reduce and the clip.
+            verdict = self.guard.check(terms) if self.guard is not None else None
+            if verdict is not None and verdict.nonfinite:
+                self._guard_event(verdict, batch)  # raises in raise mode
+                if not verdict.step:
+                    # The KL of this mini-batch moved the learning rate above: a skipped step leaves it as it was.
+                    self.learning_rate = lr_before
+                    for param_group in self.optimizer.param_groups:
+                        param_group["lr"] = lr_before
+                    continue
+
+            # Collect gradients from all GPUs
+            if self.is_multi_gpu:
+                self.reduce_parameters()
+
+            # Apply the gradients for PPO
+            if verdict is None or self.is_multi_gpu:
+                nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm)
+                nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
+            else:  # (3) clip_grad_norm_ is get_total_norm (the guard's norms) followed by this
+                nn.utils.clip_grads_with_norm_(self.actor.parameters(), self.max_grad_norm, verdict.norms[0])
+                nn.utils.clip_grads_with_norm_(self.critic.parameters(), self.max_grad_norm, verdict.norms[1])
+            self.optimizer.step()
+            # Apply the gradients for RND
+            if self.rnd:
+                self.rnd.optimizer.step()
+
+            # Store the losses
+            # (4) One sync for all terms (rsl-rl: one .item() each); with the guard on, the finite ones only.
+            read = stack_scalars(terms.values(), self.device).tolist() if verdict is None else verdict.terms.values()
+            for key, value in zip(terms, read, strict=True):
+                if verdict is None or math.isfinite(value):
+                    sums[key] = sums.get(key, 0.0) + value
+                    counts[key] = counts.get(key, 0) + 1
+
+        # Update the normalizers
+        obs = self.storage.observations.flatten(0, 1)
+        self.actor.update_normalization(obs)  # type: ignore
+        self.critic.update_normalization(obs)  # type: ignore
+        if self.rnd:
+            self.rnd.update_normalization(obs)  # type: ignore
+
+        # Divide the losses by the number of updates
+        # (4) ... that were applied, per term (rsl-rl: by epochs x mini-batches).
+        loss_dict = {key: total / counts[key] for key, total in sums.items()}
+
+        # Clear the storage
+        self.storage.clear()
+
         self._end_update()
         self.current_iteration += 1
-        if not any(self._left_out):
-            return loss_dict
-        # rsl-rl summed a 0 for each term left out and divided by all N mini-batches.
-        total, result = self.num_learning_epochs * self.num_mini_batches, dict(loss_dict)
-        for key, left_out in zip(self._loss_keys(), self._left_out, strict=True):
-            if left_out and key in result:
-                if left_out < total:
-                    result[key] = loss_dict[key] * total / (total - left_out)
-                else:
-                    del result[key]
-        return result
+        return loss_dict
 
-    def reduce_parameters(self) -> None:
-        """All-reduce the gradients once all ranks agreed that none holds a NaN/Inf; otherwise reduce nothing."""
-        if self.guard is not None and not self.guard.agree():
-            return  # every rank skips this step; the poisoned gradients never enter the all-reduce
-        super().reduce_parameters()
-        if self.guard is not None:
-            self.guard.measure_norm()
+    # ---- events, accounting and raise mode ---------------------------------------------------------------------
+    def _update_index(self) -> int:
+        """The global mini-batch index of the drill schedules: ``iteration * epochs * mini_batches + k``."""
+        return self.current_iteration * self.num_learning_epochs * self.num_mini_batches + self._mb
 
-    # ---- mini-batch boundaries ---------------------------------------------------------------------------------
-    def _guarded_batches(self, batches: Iterator[Any]) -> Iterator[Any]:
-        per_update = self.num_learning_epochs * self.num_mini_batches
-        batches, k = iter(batches), -1
-        while True:
-            self._end_minibatch()  # first: the item tap must not be open while the next batch is sliced
-            batch = next(batches, None)
-            if batch is None:
-                return
-            k += 1
-            self._mb, self._update_index, self._batch = k, self.current_iteration * per_update + k, batch
-            self._lr_before, self._mb_open = self.learning_rate, True
-            if self._grad_fault is not None and self._rank_injects():
-                self._grad_armed = self.fault_cfg.grad_due(self._update_index)
-                if self.fault_cfg.loss_due(self._update_index):
-                    # A NaN return makes the value loss, hence the loss, NaN through rsl-rl's own code. Recurrent
-                    # batches are views into the storage: write into a copy.
-                    batch.returns = batch.returns.clone()
-                    batch.returns.view(-1)[0] = math.nan
-                    self._injected[1] += 1
-            yield batch
-
-    def _after_step(self, applied: bool) -> None:
-        guard = self.guard
-        if not self._in_update or guard is None:
-            return
-        if guard.checked_late:
-            self._warn_once("late", "grad guard: no backward seen; gradients were checked in step(), after clipping")
-        if not guard.last_nonfinite:
-            return
-        if not applied:
-            # rsl-rl adapted the learning rate from this mini-batch's KL before backward; a skipped mini-batch
-            # leaves everything as it was, the rate included.
-            self.learning_rate = self._lr_before
-            for group in self.optimizer.param_groups:
-                group["lr"] = self._lr_before
-        self._terms, self._zero_items = [], not applied
-        self._item_tap.open()  # update() reads the loss terms next; the tap holds them until the next mini-batch
-
-    def _on_item(self, _args: tuple[Any, ...], value: Any) -> Any:
-        index = len(self._terms)
-        self._terms.append(float(value))
-        leave_out = self._zero_items or not math.isfinite(value)
-        if not leave_out or index >= len(self._left_out):
-            return value
-        self._left_out[index] += 1
-        return type(value)(0)
-
-    def _end_minibatch(self) -> None:
-        if not self._mb_open:
-            return
-        self._mb_open = False
-        self._item_tap.close()
-        guard = self.guard
-        if guard is None or not guard.last_nonfinite:
-            return
-        if len(self._terms) != len(self._loss_keys()):
-            self._warn_once("terms", f"grad guard: read {len(self._terms)} loss terms, expected {self._loss_keys()}")
-        if not all(math.isfinite(t) for t in self._terms):
-            guard.note_loss_nonfinite()
+    def _guard_event(self, verdict: Verdict, batch: Any) -> None:
+        """A mini-batch with a non-finite loss term or gradient on some rank: raise or log (rate-limited)."""
         self._events += 1
-        if guard.mode is GuardMode["raise"]:
-            self._raise_nonfinite()
+        if self.guard_cfg.mode is GuardMode["raise"]:
+            self._raise_nonfinite(verdict, batch)
         if self._events <= _LOG_FIRST or self._events % _LOG_EVERY == 0:
-            action = "step skipped" if guard.last_skipped else "elements zeroed, step applied"
-            logger.warning("grad guard: %s; %s (event %d)", self._describe(), action, self._events)
+            if not verdict.step:
+                action = "step skipped"
+            elif verdict.event is not None and verdict.event.nonfinite_elements:
+                action = "non-finite elements zeroed, step applied"
+            else:
+                action = "step applied"
+            logger.warning("grad guard: %s; %s (event %d)", self._describe(verdict), action, self._events)
 
-    def _loss_keys(self) -> list[str]:
-        """rsl-rl's loss-dict keys in the order update() reads them with .item() (RND is refused with the guard)."""
-        return ["value", "surrogate", "entropy"] + (["symmetry"] if self.symmetry else [])
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            logger.warning(message)
-
-    # ---- faults ------------------------------------------------------------------------------------------------
-    def _rank_injects(self) -> bool:
-        return self.fault_cfg.rank is None or self.fault_cfg.rank == self.gpu_global_rank
-
-    def _resolve_fault_target(self, named: dict[str, torch.nn.Parameter]) -> tuple[torch.nn.Parameter, tuple[int, ...]]:
-        trainable = [n for n, p in named.items() if p.requires_grad]
-        name = self.fault_cfg.param or next((n for n in trainable if n.startswith("actor.")), None)
-        if name not in trainable:
-            raise ConfigError(f"faults.grad.param: unknown or frozen parameter {name!r}; valid: {trainable}")
-        param, element = named[name], self.fault_cfg.element
-        if element >= param.numel():
-            raise ConfigError(f"faults.grad.element: {element} is out of range for {name} ({param.numel()} elements)")
-        return param, tuple(int(i) for i in np.unravel_index(element, tuple(param.shape)))
-
-    def _inject_grad(self, param: torch.Tensor) -> None:
-        # A gradient hook, run during backward: the guard meets the value where a real one would arise.
-        if self._grad_armed and param.grad is not None and self._grad_fault is not None:
-            self._grad_armed = False
-            param.grad[self._grad_fault[1]] = self.fault_cfg.value
-            self._injected[0] += 1
-
-    # ---- accounting and raise mode -----------------------------------------------------------------------------
     def _end_update(self) -> None:
         """Per-update metrics and counters, summed over ranks (one small all-reduce when distributed)."""
         if self.guard is not None:
-            metrics, injected = self.guard.end_iteration(self._injected)
+            metrics, injected = self.guard.end_iteration(self.drill.injected)
             self.safety_counters = dict(self.guard.totals)
         else:
-            metrics, injected = {}, list(self._injected)
+            metrics, injected = {}, list(self.drill.injected)
             if self.gpu_world_size > 1:
                 injected = [int(v) for v in sum_over_ranks(injected, self.device)]
         for key, count in zip(("grad_nonfinite", "loss_nonfinite"), injected, strict=True):
             if count:
                 self.faults_injected[key] = self.faults_injected.get(key, 0) + count
-            if self._grad_fault is not None:
+            if self.fault_cfg.enabled:
                 metrics[f"faults_{key}"] = count
         self._metrics = metrics
 
-    def _describe(self) -> str:
-        event = self.guard.last_event if self.guard is not None else None
-        where = f"iteration {self.current_iteration}, mini-batch {self._mb} (update {self._update_index})"
+    def _describe(self, verdict: Verdict) -> str:
+        event = verdict.event
+        where = f"iteration {self.current_iteration}, mini-batch {self._mb} (update {self._update_index()})"
         if self.gpu_world_size > 1:
             where += f", rank {self.gpu_global_rank}"
         if event is None:
@@ -354,34 +362,34 @@ class SafePPO(PPO):
             what = f"{event.nonfinite_elements} non-finite gradient element(s), the first in {event.first_param},"
         else:
             what = "a non-finite loss"
-        terms = ", ".join(f"{k} {v:.6g}" for k, v in zip(self._loss_keys(), self._terms, strict=False))
-        return f"{what} in {where}; loss terms: {terms or 'not read'}"
+        terms = ", ".join(f"{k} {v:.6g}" for k, v in verdict.terms.items())
+        return f"{what} in {where}; loss terms: {terms}"
 
-    def _raise_nonfinite(self) -> None:
+    def _raise_nonfinite(self, verdict: Verdict, batch: Any) -> None:
         self._end_update()  # every rank raises at this same mini-batch, so the collective in it is safe
-        event = self.guard.last_event if self.guard is not None else None
-        dump = self._write_dump(event) if event is not None else None
+        dump = self._write_dump(verdict, batch)
         raise NonFiniteError(
-            f"grad guard (mode raise): {self._describe()}. "
+            f"grad guard (mode raise): {self._describe(verdict)}. "
             "The step was not applied: weights and optimizer state are those before this mini-batch. "
             + (f"Dump: {dump} (torch.load(path, weights_only=True)). " if dump else "No dump written. ")
             + "Hint: safety.grad_guard.mode=skip contains such mini-batches and keeps training."
         )
 
-    def _write_dump(self, event: GradEvent) -> str | None:
-        if not self.guard_cfg.dump_on_raise or self.dump_dir is None:
+    def _write_dump(self, verdict: Verdict, batch: Any) -> str | None:
+        event = verdict.event
+        if not self.guard_cfg.dump_on_raise or self.dump_dir is None or event is None:
             return None
         suffix = f"_rank{self.gpu_global_rank}" if self.gpu_world_size > 1 else ""
         path = os.path.join(self.dump_dir, f"grad_guard_dump_it{self.current_iteration}_mb{self._mb}{suffix}.pt")
         payload = {
             "iteration": self.current_iteration,
             "mini_batch": self._mb,
-            "update": self._update_index,
+            "update": self._update_index(),
             "rank": self.gpu_global_rank,
             "first_param": event.first_param,
             "nonfinite_elements": event.nonfinite_elements,
-            "loss_terms": dict(zip(self._loss_keys(), self._terms, strict=False)),
-            "batch": _plain(vars(self._batch)),
+            "loss_terms": dict(verdict.terms),
+            "batch": _plain(vars(batch)),
             "nonfinite_grads": _plain(event.grads or {}),
             "actor_state_dict": _plain(self._raw_actor.state_dict()),
             "critic_state_dict": _plain(self._raw_critic.state_dict()),

@@ -3,7 +3,7 @@
     python -m torch.distributed.run --standalone --nproc_per_node=2 tests/training/guard_ddp_script.py OUT_DIR
 
 A real rsl-rl ``OnPolicyRunner`` (its process-group set-up replaced by :func:`init_distributed`, so gloo on CPU)
-trains SafePPO on a tiny deterministic ``VecEnv``; each rank sees different observations, so the ranks' gradients
+trains SafePPO on ``tiny_env.TinyEnv``; each rank sees different observations, so the ranks' gradients
 differ and are averaged every mini-batch, as in real multi-GPU training. A NaN gradient element is injected on rank
 1 only. Phases (each writes ``OUT_DIR/<phase>_rank<r>.pt`` with the final weights, optimizer state, counters and the
 error message if one was raised):
@@ -22,40 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
-from tensordict import TensorDict
+from tiny_env import TinyEnv, train_cfg
 
 from robo_safe_rl.errors import NonFiniteError
 from robo_safe_rl.training.distributed import init_distributed, shutdown_distributed
 
-NUM_ENVS, OBS, ACT = 4, 4, 2
 ITERATIONS = 3  # x 2 epochs x 2 mini-batches = updates 0..11
-
-
-class TinyEnv(VecEnv):
-    """A damped point in R^4 pushed by tanh(action) on its first two axes; reward -|x|^2; episodes of 10 steps."""
-
-    def __init__(self, seed: int) -> None:
-        self.num_envs, self.num_actions, self.max_episode_length = NUM_ENVS, ACT, 10
-        self.device, self.cfg = "cpu", {}
-        self.episode_length_buf = torch.zeros(NUM_ENVS, dtype=torch.long)
-        self._gen = torch.Generator().manual_seed(seed)
-        self._x = torch.randn(NUM_ENVS, OBS, generator=self._gen)
-
-    def get_observations(self) -> TensorDict:
-        return TensorDict({"policy": self._x.clone()}, batch_size=[NUM_ENVS])
-
-    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        push = torch.zeros_like(self._x)
-        push[:, :ACT] = torch.tanh(actions)
-        self._x = 0.9 * self._x + 0.1 * push
-        reward = -self._x.square().sum(dim=1)
-        self.episode_length_buf += 1
-        done = self.episode_length_buf >= self.max_episode_length
-        self._x[done] = torch.randn(int(done.sum()), OBS, generator=self._gen)
-        self.episode_length_buf[done] = 0
-        return self.get_observations(), reward, done.float(), {"time_outs": done.float()}
 
 
 class GlooRunner(OnPolicyRunner):
@@ -72,29 +45,12 @@ class GlooRunner(OnPolicyRunner):
         self.gpu_global_rank = multi_gpu["global_rank"]
 
 
-def train_cfg(mode: str, at_updates: list[int], dump_dir: str) -> dict[str, Any]:
-    gauss = {"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 1.0}
-    return {
-        "num_steps_per_env": 8,
-        "save_interval": 1000,
-        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
-        "algorithm": {
-            "class_name": "robo_safe_rl.training.ppo:SafePPO",
-            "num_learning_epochs": 2,
-            "num_mini_batches": 2,
-            "grad_guard": {"mode": mode},
-            "grad_faults": {"at_updates": at_updates, "rank": 1, "param": "actor.mlp.0.weight", "element": 1},
-            "dump_dir": dump_dir,
-        },
-        "actor": {"class_name": "rsl_rl.models:MLPModel", "hidden_dims": [16, 16], "distribution_cfg": gauss},
-        "critic": {"class_name": "rsl_rl.models:MLPModel", "hidden_dims": [16, 16]},
-    }
-
-
 def run_phase(out: Path, phase: str, mode: str, at_updates: list[int], iterations: int) -> None:
     rank = int(os.environ["RANK"])
     torch.manual_seed(100 + rank)  # ranks sample differently; rank 0's initial weights are broadcast
-    runner = GlooRunner(TinyEnv(seed=rank + 1), train_cfg(mode, at_updates, str(out)), log_dir=None, device="cpu")
+    faults = {"at_updates": at_updates, "rank": 1, "param": "actor.mlp.0.weight", "element": 1}
+    cfg = train_cfg({"grad_guard": {"mode": mode}, "grad_faults": faults, "dump_dir": str(out)})
+    runner = GlooRunner(TinyEnv(seed=rank + 1), cfg, log_dir=None, device="cpu")
     error = None
     try:
         runner.learn(num_learning_iterations=iterations)

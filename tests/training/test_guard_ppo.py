@@ -1,15 +1,15 @@
-"""SafePPO against rsl-rl's PPO on synthetic rollouts: bitwise no-op when clean, each mode against NaN/+Inf/-Inf.
+"""SafePPO against rsl-rl's PPO on synthetic rollouts: bitwise rsl-rl when clean, each mode against NaN/+Inf/-Inf.
 
-The reference for every contained event is plain PPO with the same event done by hand: a skipped mini-batch is plain
-PPO whose optimizer does not step at that call; a zeroed one is plain PPO whose gradient element is 0 there.
+The reference for every contained event is plain PPO with the same event done by hand through public torch hooks: a
+skipped mini-batch is plain PPO whose optimizer finds no gradient at that step (Adam leaves such a parameter, its
+moments and its step count untouched); a zeroed one is plain PPO whose gradient element is 0 there.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from robo_safe_rl.errors import ConfigError, NonFiniteError
-from robo_safe_rl.safety.grad_guard import CallTap, GuardedOptimizer
 from robo_safe_rl.training.ppo import SafePPO
 
 OBS, ACT, ENVS, STEPS = 6, 2, 8, 8
@@ -40,7 +39,7 @@ def build(cls: type[PPO] = SafePPO, recurrent: bool = False, **kwargs: Any) -> P
     return cls(actor, critic, RolloutStorage("rl", ENVS, STEPS, obs, [ACT]), **kwargs)
 
 
-def rollout(alg: PPO, it: int) -> None:
+def rollout(alg: PPO, it: int, reward_scale: float = 1.0) -> None:
     """A seeded synthetic rollout (Gaussian obs and rewards, 10 % dones); identical for identical weights."""
     torch.manual_seed(1000 + it)  # action sampling, then the update's mini-batch permutation
     gen = torch.Generator().manual_seed(it)
@@ -49,14 +48,14 @@ def rollout(alg: PPO, it: int) -> None:
             obs = TensorDict({"policy": torch.randn(ENVS, OBS, generator=gen)}, batch_size=[ENVS])
             alg.act(obs)
             dones = (torch.rand(ENVS, generator=gen) < 0.1).float()
-            alg.process_env_step(obs, torch.randn(ENVS, generator=gen), dones, {})
+            alg.process_env_step(obs, torch.randn(ENVS, generator=gen) * reward_scale, dones, {})
         alg.compute_returns(obs)
 
 
-def train(alg: PPO, iterations: int = 2) -> list[dict[str, float]]:
+def train(alg: PPO, iterations: int = 2, reward_scale: float = 1.0) -> list[dict[str, float]]:
     losses = []
     for it in range(iterations):
-        rollout(alg, it)
+        rollout(alg, it, reward_scale)
         losses.append(alg.update())
     return losses
 
@@ -85,20 +84,53 @@ def finite(alg: PPO) -> bool:
     return all(torch.isfinite(t).all() for t in snapshot(alg)[:-2] if isinstance(t, torch.Tensor))
 
 
-def skip_step_at(alg: PPO, call: int) -> None:
-    """Make plain PPO's optimizer not step at its ``call``-th step (0-based over the run)."""
-    calls, step = itertools.count(), alg.optimizer.step
-    alg.optimizer.step = lambda *a, **k: None if next(calls) == call else step(*a, **k)  # type: ignore[method-assign]
+def at_steps(alg: PPO, calls: tuple[int, ...], action: Callable[[PPO], None]) -> None:
+    """Run ``action(alg)`` just before plain PPO's optimizer takes its ``calls``-th steps (0-based over the run)."""
+    counter = itertools.count()
+
+    def hook(*_: Any) -> None:
+        if next(counter) in calls:
+            action(alg)
+
+    alg.optimizer.register_step_pre_hook(hook)
 
 
-@pytest.mark.parametrize("mode", ["skip", "zero", "raise"])
-def test_a_clean_run_is_bitwise_plain_ppo(mode: str) -> None:
-    plain, guarded = build(PPO), build(grad_guard={"mode": mode})  # adaptive learning rate, the default
+def skip_steps(alg: PPO, *calls: int) -> None:
+    """Plain PPO whose optimizer takes no step at ``calls``: it finds no gradient there."""
+    at_steps(alg, calls, lambda a: a.optimizer.zero_grad(set_to_none=True))
+
+
+@pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "gru"])
+@pytest.mark.parametrize("mode", ["skip", "zero", "raise", "off"])
+def test_a_clean_run_is_bitwise_plain_ppo(mode: str, recurrent: bool) -> None:
+    # Same weights, optimizer state, adaptive learning rate (the default schedule) and logged losses as rsl-rl's
+    # PPO.update; with mode off the owned update is plain rsl-rl.
+    plain = build(PPO, recurrent=recurrent)
+    guarded = build(recurrent=recurrent, grad_guard={"mode": mode})
     assert train(guarded) == train(plain)
     assert_bitwise(snapshot(guarded), snapshot(plain))
     metrics = guarded.iteration_metrics()  # type: ignore[attr-defined]
-    assert metrics["grad_nonfinite_steps"] == 0 and metrics["grad_norm_preclip"] > 0
+    if mode == "off":
+        assert metrics == {}
+    else:
+        assert metrics["grad_nonfinite_steps"] == 0 and metrics["grad_norm_preclip"] > 0
     assert guarded.faults_injected == {}  # type: ignore[attr-defined]
+
+
+def mirror(env: Any, obs: TensorDict | None = None, actions: torch.Tensor | None = None) -> tuple[Any, Any]:
+    """A symmetry of the synthetic task: each sample and its negation (rsl-rl's data_augmentation_func form)."""
+    mirrored_obs = None if obs is None else torch.cat([obs, -obs])
+    return mirrored_obs, None if actions is None else torch.cat([actions, -actions])
+
+
+def test_symmetry_runs_through_the_guard_bitwise() -> None:
+    def cfg() -> dict[str, Any]:
+        return {"env": None, "data_augmentation_func": mirror, "use_data_augmentation": True, "use_mirror_loss": True}
+
+    plain, guarded = build(PPO, symmetry_cfg=cfg()), build(symmetry_cfg=cfg())
+    losses = train(guarded)
+    assert losses == train(plain) and all("symmetry" in loss for loss in losses)
+    assert_bitwise(snapshot(guarded), snapshot(plain))
 
 
 @BAD
@@ -106,7 +138,7 @@ def test_skip_is_a_step_not_taken(bad: float) -> None:
     faults = {"at_updates": [7], "value": bad, "param": "actor.mlp.0.weight", "element": 5}
     guarded = build(schedule="fixed", grad_faults=faults)
     plain = build(PPO, schedule="fixed")
-    skip_step_at(plain, 7)
+    skip_steps(plain, 7)
     train(guarded), train(plain)
     assert finite(guarded)
     assert_bitwise(snapshot(guarded), snapshot(plain))
@@ -179,53 +211,58 @@ def test_raise_without_a_run_directory_says_so() -> None:
         train(alg)
 
 
-def read_terms(alg: PPO) -> tuple[dict[str, float], list[list[float]]]:
-    """One update of ``alg``; its returned losses and the loss terms rsl-rl really read per mini-batch."""
-    terms: list[float] = []
-
-    def read(_args: tuple[Any, ...], value: float) -> float:
-        # rsl-rl's own reads of the loss terms, as they really are (this tap sits below SafePPO's, whose frame is
-        # skipped); Adam's reads of its step count come from torch/optim and are left out.
-        frame = sys._getframe(2)
-        while frame.f_code.co_filename.endswith("grad_guard.py") and frame.f_back is not None:
-            frame = frame.f_back
-        if frame.f_code.co_filename.endswith(os.path.join("rsl_rl", "algorithms", "ppo.py")):
-            terms.append(value)
-        return value
-
-    watch = CallTap(torch.Tensor.item, read)
-    rollout(alg, 0)
-    watch.open()
-    try:
-        losses = alg.update()
-    finally:
-        watch.close()
-    assert len(terms) == 3 * N  # value, surrogate, entropy per mini-batch, in that order
-    return losses, [terms[3 * k : 3 * k + 3] for k in range(N)]
-
-
-def test_a_nan_loss_is_skipped_and_the_logged_means_leave_it_out() -> None:
-    alg = build(grad_faults={"loss_at_updates": [3]})
-    losses, terms = read_terms(alg)
-    assert math.isnan(terms[3][0])  # the value loss of mini-batch 3
-    good = [t for k, t in enumerate(terms) if k != 3]
-    for i, key in enumerate(("value", "surrogate", "entropy")):
-        assert losses[key] == pytest.approx(sum(t[i] for t in good) / (N - 1), rel=1e-12, abs=1e-15)
-    assert alg.safety_counters["loss_nonfinite"] == 1 and alg.safety_counters["grad_steps_skipped"] == 1  # type: ignore[attr-defined]
-    assert alg.faults_injected == {"loss_nonfinite": 1}  # type: ignore[attr-defined]
-    assert alg.storage.returns.isfinite().all()  # the NaN went into a copy of the mini-batch, not the storage
-    assert finite(alg)
+@pytest.mark.parametrize("kind", ["grad", "loss"])
+@pytest.mark.parametrize("epoch", [0, 1, 2])
+def test_skipped_mini_batches_are_as_if_they_never_ran(epoch: int, kind: str) -> None:
+    # rsl-rl draws the mini-batch order once per update, the same for every epoch. So 3 epochs of which one is skipped
+    # whole (4 mini-batches with a NaN gradient, or a NaN loss) are plain PPO's 2 epochs: the same steps, the same
+    # adaptive learning rates (each skipped mini-batch's KL moved it, and the skip put it back), and the same logged
+    # means, over the 8 applied mini-batches summed in the same order.
+    skipped = [4 * epoch + k for k in range(4)]
+    guarded = build(num_learning_epochs=3, grad_faults={"at_updates" if kind == "grad" else "loss_at_updates": skipped})
+    plain = build(PPO, num_learning_epochs=2)
+    assert train(guarded, iterations=1) == train(plain, iterations=1)
+    assert_bitwise(snapshot(guarded), snapshot(plain))
+    counters = guarded.safety_counters  # type: ignore[attr-defined]
+    assert counters["grad_steps_skipped"] == 4 and counters["loss_nonfinite"] == (4 if kind == "loss" else 0)
+    assert guarded.storage.returns.isfinite().all()  # the NaN return went into a copy of the mini-batch
 
 
 def test_zero_mode_applies_a_nan_loss_step_but_logs_no_nan() -> None:
-    alg = build(grad_guard={"mode": "zero"}, grad_faults={"loss_at_updates": [3]})
-    losses, terms = read_terms(alg)
-    assert math.isnan(terms[3][0])
-    # The NaN value term is left out of its mean; the finite terms of that (applied) mini-batch stay in theirs.
-    assert losses["value"] == pytest.approx(sum(t[0] for k, t in enumerate(terms) if k != 3) / (N - 1), rel=1e-12)
-    assert losses["surrogate"] == sum(t[1] for t in terms) / N and losses["entropy"] == sum(t[2] for t in terms) / N
-    counters = alg.safety_counters  # type: ignore[attr-defined]
-    assert counters["grad_steps_zeroed"] == 1 and counters["loss_nonfinite"] == 1 and finite(alg)
+    # A NaN return makes the value loss NaN and, through its one sample, every critic gradient; the actor's gradients
+    # come from the surrogate and the entropy alone and stay finite. Zero mode steps with the critic's set to 0: plain
+    # PPO whose critic gradients are 0 at that step.
+    guarded = build(grad_guard={"mode": "zero"}, grad_faults={"loss_at_updates": [3]})
+    plain = build(PPO)
+    at_steps(plain, (3,), lambda a: [p.grad.zero_() for p in a.critic.parameters()])  # type: ignore[union-attr]
+    (losses,), (reference,) = train(guarded, iterations=1), train(plain, iterations=1)
+    assert_bitwise(snapshot(guarded), snapshot(plain))
+    # The NaN value term is left out of its mean; the finite terms of that applied mini-batch stay in theirs.
+    assert losses["surrogate"] == reference["surrogate"] and losses["entropy"] == reference["entropy"]
+    assert math.isfinite(losses["value"])
+    counters = guarded.safety_counters  # type: ignore[attr-defined]
+    assert counters["grad_steps_zeroed"] == 1 and counters["loss_nonfinite"] == 1 and finite(guarded)
+
+
+@pytest.mark.parametrize("mode", ["skip", "zero"])
+def test_rewards_of_1e30_are_loss_events(mode: str) -> None:
+    # Finite rewards of 1e30: the returns (about 1e30 to 1e32) still fit float32, the value loss (V - R)^2 (about
+    # 1e60) does not: Inf. Its gradients are finite, so nothing else sees it: plain PPO logs an Inf value loss while
+    # the overflowed norm makes the critic's clip coefficient 0 and Adam steps on zeros, every mini-batch. The guard
+    # counts each such mini-batch; skip mode leaves every weight and all optimizer state untouched.
+    guarded, plain = build(grad_guard={"mode": mode}), build(PPO)
+    before = snapshot(guarded)
+    (losses,), (reference,) = train(guarded, 1, reward_scale=1e30), train(plain, 1, reward_scale=1e30)
+    assert math.isinf(reference["value"]) and finite(plain)
+    counters = guarded.safety_counters  # type: ignore[attr-defined]
+    assert counters["loss_nonfinite"] == counters["grad_nonfinite_steps"] == N
+    assert counters["grad_nonfinite_elements"] == 0
+    if mode == "skip":
+        assert losses == {} and counters["grad_steps_skipped"] == N
+        assert_bitwise(snapshot(guarded), before)
+    else:  # applied, as in plain PPO, but counted; the Inf term stays out of the logged mean
+        assert "value" not in losses and counters["grad_steps_skipped"] == 0
+        assert_bitwise(snapshot(guarded), snapshot(plain))
 
 
 def test_every_minibatch_skipped_learns_nothing_and_logs_no_loss() -> None:
@@ -242,10 +279,9 @@ def test_every_minibatch_skipped_learns_nothing_and_logs_no_loss() -> None:
 def test_a_skip_puts_back_the_adaptive_learning_rate() -> None:
     guarded = build(grad_faults={"at_updates": [N - 1]})  # the last mini-batch of the first update
     plain = build(PPO)
-    skip_step_at(plain, N - 1)
     rates: list[float] = []
-    zero_grad = plain.optimizer.zero_grad
-    plain.optimizer.zero_grad = lambda *a, **k: (rates.append(plain.learning_rate), zero_grad(*a, **k))[1]  # type: ignore[method-assign]
+    at_steps(plain, tuple(range(N)), lambda a: rates.append(a.learning_rate))  # the rate each step uses
+    skip_steps(plain, N - 1)
     train(guarded, iterations=1), train(plain, iterations=1)
     assert plain.learning_rate != rates[N - 2]  # the last mini-batch's KL did move the rate in plain PPO
     assert guarded.learning_rate == rates[N - 2]  # the rate the last applied step used
@@ -275,15 +311,12 @@ def test_without_the_guard_the_drill_kills_the_model() -> None:
     assert all(torch.isnan(p).all() for p in alg._raw_actor.parameters())
 
 
-def test_checkpoints_keep_rsl_rl_format_and_a_later_optimizer_is_guarded() -> None:
+def test_checkpoints_keep_rsl_rl_format() -> None:
     alg = build()
     train(alg, iterations=1)
-    saved = alg.save()
     plain = build(PPO)
-    plain.load(saved, None, strict=True)
+    plain.load(alg.save(), None, strict=True)
     assert_bitwise(snapshot(plain), snapshot(alg))
-    alg.optimizer = torch.optim.Adam(alg._raw_actor.parameters(), lr=1e-4)  # e.g. a runner rebuilding it
-    assert isinstance(alg.optimizer, GuardedOptimizer)
 
 
 def test_config_errors_name_the_key() -> None:
@@ -301,8 +334,7 @@ def test_recurrent_policies_are_guarded_and_the_storage_is_never_poisoned() -> N
     # Recurrent mini-batches are views into the rollout storage: the NaN-loss drill must write into a copy.
     guarded = build(recurrent=True, schedule="fixed", grad_faults={"loss_at_updates": [2], "at_updates": [6]})
     plain = build(PPO, recurrent=True, schedule="fixed")
-    calls, step = itertools.count(), plain.optimizer.step
-    plain.optimizer.step = lambda *a, **k: None if next(calls) in (2, 6) else step(*a, **k)  # type: ignore[method-assign]
+    skip_steps(plain, 2, 6)
     rollout(guarded, 0), rollout(plain, 0)
     guarded.update(), plain.update()
     assert guarded.storage.returns.isfinite().all()
