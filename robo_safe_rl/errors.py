@@ -19,6 +19,11 @@ class NonFiniteError(RoboSafeRLError, FloatingPointError):
     """A NaN or Inf was found where the run cannot continue (gradient guard in ``raise`` mode, failed recovery)."""
 
 
+class NonFiniteStateError(NonFiniteError):
+    """The learning state (weights, optimizer state) turned non-finite during an update, which stopped there; a runner
+    with snapshots rolls back (``SafeRunner`` does)."""
+
+
 class PhysicsError(RoboSafeRLError, RuntimeError):
     """The physics engine failed: a dead client, an exception inside a step, or a state that blew up."""
 

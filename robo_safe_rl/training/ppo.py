@@ -2,7 +2,7 @@
 
 rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.ppo:SafePPO``); the extra keys
 ``grad_guard`` (``safety.grad_guard``), ``grad_faults`` (``faults.grad``) and ``dump_dir`` reach ``__init__``.
-:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with four additions, marked ``(n)`` in the code:
+:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with five additions, marked ``(n)`` in the code:
 
 1. **Fire drill** (``faults.grad``): a NaN return in a copy of the mini-batch makes the loss NaN through the PPO maths
    below it; a gradient element is overwritten right after backward, where a bad op would have produced it.
@@ -14,6 +14,11 @@ rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.pp
 3. **Clip** as ``clip_grad_norm_`` in its two public halves, so that it reuses the guard's norms (bitwise the same).
 4. **Loss terms** read in one sync and averaged over the applied mini-batches; with the guard on, a non-finite term is
    left out of its mean and a term never applied is dropped (a 0 or a NaN would mislead).
+5. **Mid-update corruption**: weights or optimizer state turned non-finite during the update (guard off, or a path the
+   guard does not see) show at a later mini-batch, as the sampler's "normal expects all elements of std >= 0.0" or
+   as a guard event; a finite check of the learning state then stops the update with
+   :class:`~robo_safe_rl.errors.NonFiniteStateError`, which ``SafeRunner`` answers with a rollback. The replicas of a
+   multi-process run hold the same weights, so all ranks stop at the same mini-batch.
 
 With mode ``off`` and no drill, the update is rsl-rl's: bitwise the same weights and losses.
 """
@@ -32,9 +37,10 @@ from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg, GuardMode
-from robo_safe_rl.errors import ConfigError, NonFiniteError
+from robo_safe_rl.errors import ConfigError, NonFiniteError, NonFiniteStateError
 from robo_safe_rl.safety.grad_guard import COUNTER_KEYS, GradGuard, Verdict, stack_scalars, sum_over_ranks
 from robo_safe_rl.training.grad_drill import GradDrill
+from robo_safe_rl.training.recovery import all_finite, learning_state_tensors
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +141,7 @@ class SafePPO(PPO):
         return dict(self._metrics)
 
     def update(self) -> dict[str, float]:
-        """rsl-rl 5.5's ``PPO.update`` with the additions (1)-(4) of the module docstring.
+        """rsl-rl 5.5's ``PPO.update`` with the additions (1)-(5) of the module docstring.
 
         Returns:
             rsl-rl's mean losses, over the applied mini-batches (exactly rsl-rl's without a non-finite event).
@@ -143,6 +149,8 @@ class SafePPO(PPO):
         Raises:
             NonFiniteError: In ``raise`` mode, at the first mini-batch with a non-finite loss term or gradient on any
                 rank (the step is not applied).
+            NonFiniteStateError: When the weights or optimizer state turned non-finite during the update; it stopped
+                at that mini-batch and its rollout was dropped.
         """
         # (4) Sums and counts per loss term, of the applied mini-batches.
         sums: dict[str, float] = {}
@@ -179,12 +187,17 @@ class SafePPO(PPO):
             ):
                 # Recompute actions log prob and entropy for current batch of transitions
                 # Note: We need to do this because we updated the policy with new parameters
-                self.actor(
-                    batch.observations,
-                    masks=batch.masks,
-                    hidden_state=batch.hidden_states[0],
-                    stochastic_output=True,
-                )
+                try:
+                    self.actor(
+                        batch.observations,
+                        masks=batch.masks,
+                        hidden_state=batch.hidden_states[0],
+                        stochastic_output=True,
+                    )
+                except (RuntimeError, ValueError) as err:
+                    # (5) A NaN std makes the sampler raise ("normal expects all elements of std >= 0.0").
+                    self._stop_if_state_nonfinite(err)
+                    raise
                 actions_log_prob = self.actor.get_output_log_prob(batch.actions)  # type: ignore
                 values = self.critic(batch.observations, masks=batch.masks, hidden_state=batch.hidden_states[1])
                 # Note: We only keep the following tensors for the original samples in case of symmetry augmentation
@@ -266,7 +279,7 @@ class SafePPO(PPO):
             # (2) The gradient guard: the one place where a step is decided, before the all-reduce and the clip.
             verdict = self.guard.check(terms) if self.guard is not None else None
             if verdict is not None and verdict.nonfinite:
-                self._guard_event(verdict, batch)  # raises in raise mode
+                self._guard_event(verdict, batch)  # raises in raise mode, or when the weights are what is non-finite
                 if not verdict.step:
                     # The KL of this mini-batch moved the learning rate above: a skipped step leaves it as it was.
                     self.learning_rate = lr_before
@@ -322,7 +335,10 @@ class SafePPO(PPO):
         return self.current_iteration * self.num_learning_epochs * self.num_mini_batches + self._mb
 
     def _guard_event(self, verdict: Verdict, batch: Any) -> None:
-        """A mini-batch with a non-finite loss term or gradient on some rank: raise or log (rate-limited)."""
+        """A mini-batch with a non-finite loss term or gradient on some rank: stop, raise or log (rate-limited)."""
+        # (5) Weights made non-finite by something the guard does not see turn every later loss NaN: not a gradient
+        # event, but the end of this update.
+        self._stop_if_state_nonfinite()
         self._events += 1
         if self.guard_cfg.mode is GuardMode["raise"]:
             self._raise_nonfinite(verdict, batch)
@@ -334,6 +350,17 @@ class SafePPO(PPO):
             else:
                 action = "step applied"
             logger.warning("grad guard: %s; %s (event %d)", self._describe(verdict), action, self._events)
+
+    def _stop_if_state_nonfinite(self, cause: BaseException | None = None) -> None:
+        """Raise :class:`NonFiniteStateError` (rollout dropped) if the weights or optimizer state are not finite."""
+        if all_finite(learning_state_tensors(self)):
+            return
+        self._end_update()
+        self.storage.clear()
+        raise NonFiniteStateError(
+            f"the update of iteration {self.current_iteration} stopped at mini-batch {self._mb} "
+            f"(update {self._update_index()}), its rollout dropped: non-finite learning state"
+        ) from cause
 
     def _end_update(self) -> None:
         """Per-update metrics and counters, summed over ranks (one small all-reduce when distributed)."""

@@ -6,7 +6,8 @@ iteration loop is rsl-rl 5.5's ``learn`` with four additions, marked in :meth:`S
 1. **Action fuse.** Actions leaving the policy are checked before the envs see them. Non-finite rows are never
    sent (zeros go instead, so every env stays in step); the rollout is discarded and the learning state rolled back.
 2. **Post-update check.** After every update, weights, normaliser buffers and optimizer state are checked with one
-   host-device synchronisation; a non-finite value means a rollback.
+   host-device synchronisation; a non-finite value means a rollback, as does an update that stopped at the mini-batch
+   where they turned non-finite (SafePPO's :class:`~robo_safe_rl.errors.NonFiniteStateError`).
 3. **Snapshots and rollbacks** (:mod:`robo_safe_rl.training.recovery`): a snapshot every
    ``safety.recovery.snapshot_interval`` good iterations and at every good save; a rollback restores it with a
    lower learning rate, and repeats the iteration.
@@ -38,7 +39,7 @@ from rsl_rl.utils.logger import Logger
 
 from robo_safe_rl.checkpoint.io import save_checkpoint_if_finite
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
-from robo_safe_rl.errors import NonFiniteError, RecoveryError
+from robo_safe_rl.errors import NonFiniteError, NonFiniteStateError, RecoveryError
 from robo_safe_rl.training.policy_faults import PolicyFaults
 from robo_safe_rl.training.recovery import Recovery, all_finite, learning_state_tensors, nonfinite_layers
 
@@ -270,14 +271,19 @@ class SafeRunner(OnPolicyRunner):
 
             # SafePPO names iteration and update indices (messages, dumps, gradient drills) after the runner's count.
             self.alg.current_iteration = it
-            loss_dict = self.alg.update()
+            try:
+                loss_dict, stopped = self.alg.update(), None
+            except NonFiniteStateError as err:  # SafePPO stopped at the mini-batch where the weights turned non-finite
+                loss_dict, stopped = {}, err
             guard_metrics = self._guard_metrics(it)
-            self.policy_faults.after_update(self.alg, it)
+            if stopped is None:
+                self.policy_faults.after_update(self.alg, it)
             # (2) Post-update check: weights, normaliser buffers and optimizer state, one sync.
-            if self._agree(not all_finite(learning_state_tensors(self.alg))):
+            if self._agree(stopped is not None or not all_finite(learning_state_tensors(self.alg))):
                 self.counters["nonfinite_updates"] += 1
                 layers = nonfinite_layers(self.alg)
-                self._rollback(it, f"non-finite learning state after the update in {_names(layers)}", layers)
+                what = stopped or "non-finite learning state after the update"
+                self._rollback(it, f"{what} in {_names(layers)}", layers)
                 continue
             learn_time = time.time() - start
             self.current_learning_iteration = it

@@ -20,7 +20,7 @@ from rsl_rl.models import MLPModel, RNNModel
 from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
-from robo_safe_rl.errors import ConfigError, NonFiniteError
+from robo_safe_rl.errors import ConfigError, NonFiniteError, NonFiniteStateError
 from robo_safe_rl.training.ppo import SafePPO
 
 OBS, ACT, ENVS, STEPS = 6, 2, 8, 8
@@ -263,6 +263,36 @@ def test_rewards_of_1e30_are_loss_events(mode: str) -> None:
     else:  # applied, as in plain PPO, but counted; the Inf term stays out of the logged mean
         assert "value" not in losses and counters["grad_steps_skipped"] == 0
         assert_bitwise(snapshot(guarded), snapshot(plain))
+
+
+def test_without_the_guard_a_mid_update_nan_stops_the_update_with_a_clear_error() -> None:
+    # Mode off: the NaN gradient of mini-batch 3 goes through the clip into every actor weight, the std included; the
+    # next forward's sampler raises "normal expects all elements of std >= 0.0". The update stops there.
+    alg = build(grad_guard={"mode": "off"}, grad_faults={"at_updates": [3]})
+    rollout(alg, 0)
+    with pytest.raises(NonFiniteStateError, match=r"iteration 0 stopped at mini-batch 4 \(update 4\)") as err:
+        alg.update()
+    assert "normal expects all elements of std >= 0.0" in str(err.value.__cause__)
+    assert alg.storage.step == 0  # the rollout was dropped, so the runner can collect the next one
+    assert alg.faults_injected == {"grad_nonfinite": 1}  # type: ignore[attr-defined]
+
+
+def test_a_weight_poisoned_between_mini_batches_stops_the_update_not_counted_as_gradient_events() -> None:
+    # Something the guard does not see (here a hook after the optimizer's step 5) writes a NaN into a weight: every
+    # later loss is NaN. The first one stops the update, instead of the guard skipping every mini-batch left.
+    alg = build()
+    counter = itertools.count()
+
+    def poison(*_: Any) -> None:
+        if next(counter) == 5:
+            with torch.no_grad():
+                alg.actor.mlp[0].weight[0, 0] = math.nan
+
+    alg.optimizer.register_step_post_hook(poison)
+    rollout(alg, 0)
+    with pytest.raises(NonFiniteStateError, match=r"stopped at mini-batch 6 "):
+        alg.update()
+    assert alg.safety_counters["grad_steps_skipped"] == 1  # type: ignore[attr-defined]
 
 
 def test_every_minibatch_skipped_learns_nothing_and_logs_no_loss() -> None:
