@@ -56,13 +56,19 @@ def grad_norm(params: Iterable[torch.Tensor]) -> torch.Tensor:
     Returns:
         Scalar tensor; NaN if any element is NaN, +Inf if any is +-Inf or the float sum of squares overflows.
     """
-    return torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+    params = list(params)
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:  # get_total_norm would answer on the CPU
+        return torch.zeros((), device=params[0].device if params else "cpu")
+    return torch.nn.utils.get_total_norm(grads)
 
 
 def stack_scalars(values: Iterable[torch.Tensor], device: torch.device | str) -> torch.Tensor:
-    """Scalar tensors as one float64 vector on ``device``, to be read with one sync (float64 holds any float32 or
-    bfloat16 value exactly, so each reads as its own ``.item()``)."""
-    return torch.stack([v.detach().reshape(()).to(device, torch.float64) for v in values])
+    """0-d tensors of one device as one float64 vector on ``device``, without autograd history, to be read with one
+    sync (float64 holds any float32 or bfloat16 value exactly, so each reads as its own ``.item()``). Two ops in all:
+    per-value conversions would cost more than the check they serve (measured: 19 us against 6 us for five values)."""
+    with torch.no_grad():
+        return torch.stack(list(values)).to(device, torch.float64)
 
 
 def nonfinite_counts(grads: Sequence[torch.Tensor]) -> list[int]:
@@ -202,8 +208,8 @@ class GradGuard:
         }
         for key in COUNTER_KEYS:
             self.totals[key] += int(metrics[key])
-        if self._norms:
-            norms = torch.stack(self._norms)
+        if self._norms:  # per applied step, the norm of its group norms is the norm of all its gradients
+            norms = torch.linalg.vector_norm(torch.stack([torch.stack(step) for step in self._norms]), dim=1)
             metrics["grad_norm_preclip"], metrics["grad_norm_preclip_max"] = torch.stack(
                 (norms.mean(), norms.max())
             ).tolist()
@@ -247,12 +253,12 @@ class GradGuard:
         if event is not None:
             self._elements += event.nonfinite_elements
         if step:
-            self._norms.append(torch.linalg.vector_norm(torch.stack([n.to(self.device) for n in norms])))
+            self._norms.append(norms)
         else:
             self._skipped += 1
 
     def _reset_iteration(self) -> None:
         self._records: list[tuple[int, int, int]] = []
-        self._norms: list[torch.Tensor] = []
+        self._norms: list[list[torch.Tensor]] = []
         self._elements = 0
         self._skipped = 0
