@@ -117,6 +117,14 @@ def test_a_clean_run_is_bitwise_plain_ppo(mode: str, recurrent: bool) -> None:
     assert guarded.faults_injected == {}  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("mode", ["skip", "off"])
+def test_mixed_precision_is_bitwise_plain_ppo(mode: str) -> None:
+    # bfloat16 loss terms and float32 norms are read together: float64 holds both exactly.
+    plain, guarded = build(PPO, use_mixed_precision=True), build(use_mixed_precision=True, grad_guard={"mode": mode})
+    assert train(guarded) == train(plain)
+    assert_bitwise(snapshot(guarded), snapshot(plain))
+
+
 def mirror(env: Any, obs: TensorDict | None = None, actions: torch.Tensor | None = None) -> tuple[Any, Any]:
     """A symmetry of the synthetic task: each sample and its negation (rsl-rl's data_augmentation_func form)."""
     mirrored_obs = None if obs is None else torch.cat([obs, -obs])
