@@ -111,10 +111,11 @@ class GradGuardCfg:
 class GradFaultCfg:
     """``faults.grad``: the gradient fire drill. Off by default (no indices, ``every=0``).
 
-    Faults enter where real ones arise: a gradient element is overwritten by a hook that runs during backward (as if
-    backward had produced it), and a NaN loss comes from a NaN placed into the mini-batch's returns (a copy; the
+    Faults enter where real ones arise: a gradient element is overwritten right after backward, before the guard (as
+    if backward had produced it), and a NaN loss comes from a NaN placed into the mini-batch's returns (a copy; the
     rollout storage is never touched). An update index is the global mini-batch index,
-    ``iteration * num_learning_epochs * num_mini_batches + k``, counted from 0.
+    ``iteration * num_learning_epochs * num_mini_batches + k``, counted from 0; a fault fires once, even when a
+    rolled-back iteration runs its index again.
 
     Attributes:
         at_updates: Update indices at which one gradient element is set to ``value``. Default none.

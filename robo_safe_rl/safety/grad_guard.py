@@ -8,8 +8,8 @@ so the clip reuses it) and one host-device sync that reads the loss terms and th
 exactly when every gradient element is, unless the float sum of squares overflows: only when a value is not finite are
 the elements counted per parameter (the slow path tells an overflow from a real NaN/Inf), and zeroed in ``zero``
 mode. A non-finite loss term is an event even when its gradients are finite: ``(v - 1e30) ** 2`` is Inf in float32,
-while its gradient, ``2 (v - 1e30) / n``, is not; the overflowed norm then makes the clip coefficient 0 and the
-optimizer steps on zeros, every mini-batch, with nothing counted. Under multi-process training in ``skip``/``raise``
+while its gradient, ``2 (v - 1e30) / n``, is not (unchecked, the overflowed norm made the clip coefficient 0 and the
+optimizer stepped on zeros, every mini-batch, with nothing counted). Under multi-process training in ``skip``/``raise``
 mode the ranks vote (one all-reduce of a flag), so that all of them take the same decision and no rank's poisoned
 gradients enter the all-reduce.
 
