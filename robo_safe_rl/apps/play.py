@@ -1,11 +1,10 @@
 """``python tools/play.py PATH``: run a trained policy deterministically and report its returns (and frames).
 
-PATH is a ``model_<iter>.pt`` or a run directory (its newest clean checkpoint). The network is rebuilt from the
-checkpoint's shapes and the run's ``config.yaml`` (activation, observation clip), the weights are loaded with
-``weights_only=True``, and the policy's mean action is applied in ``--episodes`` envs of the task, one full episode
-each (envs seeded ``--seed + i``, with the run's ``task.env_kwargs`` and the task's own time limit), through
-SafeStep as in training. With ``--frames DIR`` the first env is rendered
-every ``--every`` steps to PNG.
+PATH is a ``model_<iter>.pt`` or a run directory (its newest clean checkpoint). The policy is rebuilt by
+:func:`~robo_safe_rl.checkpoint.policy.load_policy` from the train dict the run saved (as training built it, weights
+loaded with ``weights_only=True``), and its mean action is applied in ``--episodes`` envs of the task, one full
+episode each (envs seeded ``--seed + i``, with the run's ``task.env_kwargs`` and the task's own time limit), through
+SafeStep as in training. With ``--frames DIR`` the first env is rendered every ``--every`` steps to PNG.
 
 Exit codes: 0 done, 1 the policy emitted a non-finite action (the episode is stopped there; diagnose it with
 ``tools/diagnose.py --policy``), 2 unusable input (one line on stderr).
@@ -21,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from tensordict import TensorDict
 
 from robo_safe_rl.bridge.safe_step import SafeStep
+from robo_safe_rl.checkpoint.policy import load_policy
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
+from robo_safe_rl.rundir import CHECKPOINT_FILES, CONFIG_FILE, RunDir
 
 
 @dataclass
@@ -44,36 +43,30 @@ class PlayResult:
         return float(np.mean(self.returns)) if self.returns else float("nan")
 
 
-def load_policy(checkpoint: Path) -> tuple[Any, dict[str, Any] | None]:
-    """Rebuild the actor of an rsl-rl checkpoint (and return the run's config when it sits beside it)."""
-    from robo_safe_rl.diagnose.evidence import read_run_config
-    from robo_safe_rl.diagnose.policy import build_actor, load_actor_state, network_spec
-
-    config = read_run_config(checkpoint.parent)
-    state, _ = load_actor_state(checkpoint)
-    return build_actor(network_spec(state, config, checkpoint), state, checkpoint), config
-
-
 def play(
-    checkpoint: Path,
+    path: Path,
     env_id: str | None = None,
     episodes: int = 16,
     seed: int = 10_000,
     frames: Path | None = None,
     every: int = 10,
 ) -> PlayResult:
-    """Play ``episodes`` full episodes with the checkpoint's deterministic policy, all envs stepped together.
+    """Play ``episodes`` full episodes with the deterministic policy of ``path`` (a checkpoint or a run directory),
+    all envs stepped together.
 
     Raises:
-        ConfigError: If no task is given and the run's config.yaml does not name one.
+        CheckpointError: If the policy cannot be rebuilt (see :func:`~robo_safe_rl.checkpoint.policy.load_policy`).
+        ConfigError: If no task is given and the run's configuration does not name one.
     """
     import gymnasium as gym
 
-    from robo_safe_rl.diagnose.vet import task_of
-
-    actor, config = load_policy(checkpoint)
-    task = (config or {}).get("task") or {}
-    env_id = task_of(checkpoint, env_id)
+    policy = load_policy(path)
+    checkpoint = policy.checkpoint
+    run = RunDir(checkpoint.parent)
+    task: dict[str, Any] = (run.read_config() or {}).get("task") or {}
+    env_id = env_id or run.task_env_id()
+    if not env_id:
+        raise ConfigError(f"{checkpoint}: no --task given and no {CONFIG_FILE} with task.env_id beside it")
     # The run's env_kwargs apply when it is the run's task; the time limit is the task's own (a short training limit,
     # such as make train's, is for learning, not for judging).
     kwargs = dict(task.get("env_kwargs") or {}) if env_id == task.get("env_id") else {}
@@ -83,6 +76,14 @@ def play(
         SafeStep(gym.make(env_id, render_mode="rgb_array" if i == 0 and frames else None, **kwargs))
         for i in range(episodes)
     ]
+    spaces = (envs[0].observation_space.shape, envs[0].action_space.shape)
+    if spaces != ((policy.obs_dim,), (policy.num_actions,)):
+        for env in envs:
+            env.close()
+        raise ConfigError(
+            f"{checkpoint}: the policy maps {policy.obs_dim} observations to {policy.num_actions} actions; {env_id} "
+            f"has observations of shape {spaces[0]} and actions of shape {spaces[1]}: wrong --task?"
+        )
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
     returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=int)
     running = np.ones(episodes, dtype=bool)
@@ -93,8 +94,7 @@ def play(
 
     try:
         while running.any():
-            with torch.inference_mode():
-                actions = actor(TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[episodes])).numpy()
+            actions = policy.act(obs)
             if not np.isfinite(actions[running]).all():
                 bad_at = int(lengths.max())
                 break
@@ -114,8 +114,8 @@ def play(
 def main(argv: list[str] | None = None) -> int:
     """Command line of ``tools/play.py``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="tools/play.py", description=__doc__.splitlines()[0])
-    parser.add_argument("path", help="a model_<iter>.pt, or a run directory (its newest clean checkpoint)")
-    parser.add_argument("--task", help="gymnasium id (default: task.env_id of the run's config.yaml)")
+    parser.add_argument("path", help=f"a {CHECKPOINT_FILES}, or a run directory (its newest clean checkpoint)")
+    parser.add_argument("--task", help=f"gymnasium id (default: task.env_id of the run's {CONFIG_FILE})")
     parser.add_argument("--episodes", type=int, default=16, help="episodes, played in parallel (default 16)")
     parser.add_argument("--seed", type=int, default=10_000, help="env i is reset with seed + i")
     parser.add_argument("--frames", type=Path, help="write PNG frames of the first episode into this folder")
@@ -125,10 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.episodes < 1 or args.every < 1:
             raise ConfigError(f"--episodes and --every must be >= 1, got {args.episodes} and {args.every}")
-        from robo_safe_rl.checkpoint.report import resolve_checkpoint
-
-        checkpoint = resolve_checkpoint(args.path)
-        result = play(checkpoint, args.task, args.episodes, args.seed, args.frames, args.every)
+        result = play(Path(args.path), args.task, args.episodes, args.seed, args.frames, args.every)
     except (RoboSafeRLError, OSError) as err:
         print(f"play: {err}", file=sys.stderr)
         return 2

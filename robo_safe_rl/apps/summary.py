@@ -6,17 +6,15 @@ none ended), ``reward_per_step_first`` / ``reward_per_step_last`` (mean env rewa
 iteration: a learning signal that exists even before the first episode ends), ``final_checkpoint``,
 ``last_clean_checkpoint``, ``safety`` (integer counters per event kind), ``faults_injected`` (integer counters per
 injected fault kind; empty without a drill), ``status`` (``completed`` or ``stopped``) and ``error`` (the reason
-for a stop, else ``null``).
+for a stop, else ``null``). The run directory adds ``schema_version`` when it writes the file.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from robo_safe_rl.rundir import RunDir
     from robo_safe_rl.training.runner import SafeRunner
 
 
@@ -51,13 +49,7 @@ def build_summary(
     }
 
 
-def write_summary(run_dir: str | Path, runner: SafeRunner | None, *, write: bool = True, **kwargs: Any) -> dict:
-    """Build the summary and, when ``write``, save it atomically as ``run_dir/summary.json``."""
+def write_summary(run_dir: RunDir, runner: SafeRunner | None, *, write: bool = True, **kwargs: Any) -> dict:
+    """Build the summary and, when ``write``, save it in the run directory; returns the summary as written."""
     summary = build_summary(runner, **kwargs)
-    if write:
-        path = Path(run_dir) / "summary.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-        os.replace(tmp, path)
-    return summary
+    return run_dir.write_summary(summary) if write else summary

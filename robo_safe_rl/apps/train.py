@@ -5,9 +5,9 @@ override strings, which composes the same ``configs/train.yaml`` through Hydra's
 :func:`train`.
 
 Exit codes: 0 the run completed; 1 the run was stopped by a safety error (the guard in ``raise`` mode, a failed
-recovery); 2 the configuration was invalid (values, task and resume checkpoint are checked before the run directory
-is made; a setting only the algorithm can check, such as ``faults.grad.param``, fails at its construction, after the
-run directory and ``config.yaml`` were written).
+recovery); 2 the configuration was invalid (values, task, resume checkpoint and a run directory that already holds a
+run are checked before the run directory is made; a setting only the algorithm can check, such as
+``faults.grad.param``, fails at its construction, before ``config.yaml`` is written).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from robo_safe_rl.apps.summary import write_summary
 from robo_safe_rl.config.schema import TrainConfig, register_configs
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
+from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.env_builder import build_vec_env, check_task
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import SafeRunner
@@ -119,11 +120,10 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     device = resolve_device(cfg.device)
     check_task(cfg)
     checkpoint = resolve_resume(cfg.resume) if cfg.resume is not None else None
-    run_dir = Path(cfg.run_dir)
+    run_dir = RunDir(cfg.run_dir)
+    run_dir.check_unused(cfg.resume)
     if rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if resolved is not None:
-            (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+        run_dir.root.mkdir(parents=True, exist_ok=True)
     # Every rank explores differently; rank 0's weights are broadcast to the others before the first update.
     seed_everything(cfg.seed + 1000 * rank)
     started = time.monotonic()
@@ -131,15 +131,22 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     runner: SafeRunner | None = None
     error: BaseException | None = None
     try:
-        vec_env = build_vec_env(cfg, run_dir=str(run_dir), rank=rank)
+        vec_env = build_vec_env(cfg, incidents_dir=run_dir.incidents_dir(rank), rank=rank)
         runner = SafeRunner(
             vec_env,
-            build_rsl_rl_cfg(cfg, str(run_dir)),
-            log_dir=str(run_dir) if rank == 0 else None,
+            build_rsl_rl_cfg(cfg, str(run_dir.root)),
+            log_dir=str(run_dir.root) if rank == 0 else None,
             device=device,
             recovery=cfg.safety.recovery,
             policy_faults=cfg.faults.policy,
+            files=run_dir,
         )
+        if rank == 0:
+            # What rebuilds the policy (rsl-rl's dict as the runner resolved it), beside the checkpoints.
+            shapes = {k: list(v.shape[1:]) for k, v in vec_env.get_observations().items()}
+            run_dir.write_train_cfg(runner.cfg, shapes, vec_env.num_actions)
+            if resolved is not None:
+                run_dir.write_config(resolved)
         if checkpoint is not None:
             try:
                 runner.load(str(checkpoint))
@@ -164,7 +171,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
             wall_s=time.monotonic() - started,
             device=device,
             error=error,
-            write=rank == 0,
+            write=rank == 0 and runner is not None,  # no runner, no run: nothing to summarise on disk
         )
         if vec_env is not None:
             vec_env.close()

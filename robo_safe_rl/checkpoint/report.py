@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -11,9 +10,7 @@ from typing import Any
 from robo_safe_rl.checkpoint.loading import Format, open_checkpoint
 from robo_safe_rl.checkpoint.stats import Part, TensorRow, classify_part, tensor_stats
 from robo_safe_rl.errors import CheckpointError
-
-CHECKPOINT_NAME = re.compile(r"model_(\d+)\.pt")
-"""File names of rsl-rl's checkpoints in a run directory; the number is the iteration."""
+from robo_safe_rl.rundir import CHECKPOINT_FILES, RunDir
 
 JSON_SCHEMA = "robo_safe_rl.checkpoint_report/1"
 """Value of the ``schema`` field of the JSON document; the number changes when a field changes meaning."""
@@ -176,12 +173,12 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     if not run_dir.is_dir():
         raise CheckpointError(f"{run_dir}: not a directory")
     try:
-        found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := CHECKPOINT_NAME.fullmatch(p.name))]
+        found = RunDir(run_dir).checkpoints()
     except OSError as err:
         raise CheckpointError(f"{run_dir}: cannot list it ({err.strerror or err})") from err
     if not found:
-        raise CheckpointError(f"{run_dir}: no checkpoints: a run directory holds files named model_<iter>.pt")
-    return [p for _, p in sorted(found)]
+        raise CheckpointError(f"{run_dir}: no checkpoints: a run directory holds files named {CHECKPOINT_FILES}")
+    return found
 
 
 def inspect_run_dir(path: str | Path, *, include_optimizer: bool = True) -> RunReport:

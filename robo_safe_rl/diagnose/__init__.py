@@ -4,8 +4,8 @@
 - :func:`~robo_safe_rl.diagnose.pipeline.diagnose_source` analyses each action, attributes it
   (:mod:`~robo_safe_rl.diagnose.attribution` documents the rules), consults the policy checkpoint and the run's
   safety events, groups incidents sharing a cause, replays them in fresh envs and writes reproduction scripts;
-- :func:`~robo_safe_rl.diagnose.vet.vet_policy` runs a checkpoint's actor in its task and reports its first bad
-  action;
+- :func:`~robo_safe_rl.diagnose.vet.vet_policy` runs a checkpoint's actor (rebuilt by
+  :func:`~robo_safe_rl.checkpoint.policy.load_policy`) in its task and reports its first bad action;
 - :func:`~robo_safe_rl.diagnose.cli.main` is ``tools/diagnose.py``.
 
 Nothing here imports the task package ``envs``: replays ``gymnasium.make`` the recorded task id, which the caller
@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from robo_safe_rl.diagnose.action import ActionFinding, ComponentIssue, analyse_action, component_issues
 from robo_safe_rl.diagnose.attribution import ACTION_CAUSES, CAUSE_TITLES, Cause, attribute
-from robo_safe_rl.diagnose.evidence import CheckpointFinding, EventFinding, checkpoint_for, correlate, read_events
+from robo_safe_rl.diagnose.evidence import CheckpointFinding, EventFinding, correlate
 from robo_safe_rl.diagnose.inputs import IncidentSource, LoadedIncident, resolve
 from robo_safe_rl.diagnose.outcome import Outcome, ReplayResult, StepOutcome, classify_outcome
 from robo_safe_rl.diagnose.pipeline import ReplayMode, diagnose_source
-from robo_safe_rl.diagnose.policy import NetworkSpec, build_actor, infer_spec, load_actor_state
 from robo_safe_rl.diagnose.replay import replay_incident
 from robo_safe_rl.diagnose.report import JSON_SCHEMA, DiagnoseReport, Group, IncidentDiagnosis
 from robo_safe_rl.diagnose.vet import VetReport, vet_policy
@@ -39,7 +38,6 @@ __all__ = [
     "IncidentDiagnosis",
     "IncidentSource",
     "LoadedIncident",
-    "NetworkSpec",
     "Outcome",
     "ReplayMode",
     "ReplayResult",
@@ -47,15 +45,10 @@ __all__ = [
     "VetReport",
     "analyse_action",
     "attribute",
-    "build_actor",
-    "checkpoint_for",
     "classify_outcome",
     "component_issues",
     "correlate",
     "diagnose_source",
-    "infer_spec",
-    "load_actor_state",
-    "read_events",
     "replay_incident",
     "resolve",
     "vet_policy",

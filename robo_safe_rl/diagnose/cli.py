@@ -28,6 +28,7 @@ from robo_safe_rl.diagnose.replay import DEFAULT_STEPS_AFTER
 from robo_safe_rl.diagnose.report import DiagnoseReport
 from robo_safe_rl.diagnose.vet import DEFAULT_VET_STEPS, vet_policy
 from robo_safe_rl.errors import CheckpointError, RoboSafeRLError
+from robo_safe_rl.rundir import CONFIG_FILE
 
 PIPE_WIDTH = 400
 """Console width when stdout is not a terminal: lines are not wrapped."""
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-script", action="store_true", help="do not write <run_dir>/repro/incident_<id>.py")
     parser.add_argument("--policy", type=Path, metavar="CKPT", help="vet this checkpoint's actor in its task")
-    parser.add_argument("--task", help="--policy: gymnasium id of the task (default: task.env_id of config.yaml)")
+    parser.add_argument("--task", help=f"--policy: gymnasium id of the task (default: task.env_id of {CONFIG_FILE})")
     parser.add_argument("--stochastic", action="store_true", help="--policy: sample actions instead of the mean")
     parser.add_argument("--seed", type=int, default=0, help="--policy: seed of the first reset (default 0)")
     return parser
@@ -132,7 +133,7 @@ def _vet(args: argparse.Namespace) -> DiagnoseReport:
     steps = DEFAULT_VET_STEPS if args.steps is None else args.steps
     with _quiet("robo_safe_rl.bridge"):  # SafeStep warns at every bad action; the report counts them instead
         vet = vet_policy(args.policy, args.task, steps=steps, stochastic=args.stochastic, seed=args.seed)
-    report = DiagnoseReport(path=str(args.policy), mode="policy", run_dir=args.policy.parent, vet=vet)
+    report = DiagnoseReport(path=str(args.policy), mode="policy", run_dir=vet.checkpoint.parent, vet=vet)
     report.notes.extend(vet.notes)
     return report
 

@@ -1,36 +1,30 @@
 """Evidence from the run around an incident: the policy checkpoint of its iteration and the training's safety events.
 
-- Checkpoint: ``--checkpoint`` when given, else the newest ``model_<k>.pt`` of the run directory with
-  ``k <= iteration``; inspected once per file with the checkpoint inspector (non-finite tensors, actor layers first).
-- Events: ``<run_dir>/safety_events.jsonl`` (written by the runner: ``rollback``, ``recovery_failed``,
-  ``checkpoint_refused``, ``grad_guard``). For an incident at iteration ``i``: the first and the latest trouble event
-  (``grad_guard``, ``rollback``, ``recovery_failed``) with ``iteration <= i``, their count, and the checkpoints
-  refused up to ``i``. A line of that file that cannot be read is skipped with a note: the events are corroborating
-  evidence, not the input being diagnosed.
-- Fire drill: the run's ``config.yaml`` says which faults a drill injected (``faults.env.<fault> > 0``); incidents
-  of those kinds may be injected on purpose, and the verdicts say so.
+- Checkpoint: ``--checkpoint`` when given, else the run directory's newest checkpoint of an iteration ``<= i``;
+  inspected once per file with the checkpoint inspector (non-finite tensors, actor layers first).
+- Events: the run's safety events (written by the runner: ``rollback``, ``recovery_failed``,
+  ``checkpoint_refused``, ``grad_guard``; read by :meth:`~robo_safe_rl.rundir.RunDir.read_events`). For an incident
+  at iteration ``i``: the first and the latest trouble event (``grad_guard``, ``rollback``, ``recovery_failed``) with
+  ``iteration <= i``, their count, and the checkpoints refused up to ``i``.
+- Fire drill: the run's resolved configuration says which faults a drill injected (``faults.env.<fault> > 0``);
+  incidents of those kinds may be injected on purpose, and the verdicts say so.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 from robo_safe_rl.bridge.faults import KIND_OF_FAULT
-from robo_safe_rl.checkpoint.report import CHECKPOINT_NAME, Status, inspect_file
+from robo_safe_rl.checkpoint.report import Status, inspect_file
 from robo_safe_rl.checkpoint.stats import Part
 from robo_safe_rl.errors import CheckpointError
+from robo_safe_rl.rundir import checkpoint_iteration
 
 logger = logging.getLogger(__name__)
 
-EVENTS_FILE = "safety_events.jsonl"
 #: Event kinds that mark trouble in the learning state.
 TROUBLE_KINDS: tuple[str, ...] = ("grad_guard", "rollback", "recovery_failed")
 #: The gradient guard's counts worth naming in a line (its norms are not trouble).
@@ -50,12 +44,12 @@ class CheckpointFinding:
 
     Attributes:
         path: The file.
-        chosen_by: ``"--checkpoint"`` or ``"newest model_<k>.pt with k <= iteration <i>"``.
+        chosen_by: ``"--checkpoint"`` or ``"newest model_<iter>.pt with iter <= <i>"``.
         status: ``clean``, ``corrupt`` or ``unreadable``.
         tensors: Tensors inspected.
         layers: Names of the tensors holding NaN/Inf, actor tensors first.
         actor_layers: Those of the actor.
-        iteration: Iteration from the file name (``model_<k>.pt``) or stored in the file.
+        iteration: Iteration from the file name or stored in the file.
         error: Why it is unreadable.
     """
 
@@ -93,15 +87,6 @@ class CheckpointFinding:
         }
 
 
-def checkpoint_for(run_dir: Path | None, iteration: int | None) -> Path | None:
-    """The newest ``model_<k>.pt`` of ``run_dir`` with ``k <= iteration``; ``None`` when there is none."""
-    if run_dir is None or iteration is None or not run_dir.is_dir():
-        return None
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := CHECKPOINT_NAME.fullmatch(p.name))]
-    older = [(k, p) for k, p in found if k <= iteration]
-    return max(older)[1] if older else None
-
-
 class CheckpointCache:
     """Inspects each checkpoint once (a run's incidents often share one)."""
 
@@ -112,7 +97,7 @@ class CheckpointCache:
         """Inspect ``path`` (weights only, optimizer state included); an unreadable file gives ``status`` unreadable."""
         key = path.resolve()
         if key not in self._seen:
-            match = CHECKPOINT_NAME.fullmatch(path.name)
+            named = checkpoint_iteration(path)
             try:
                 report = inspect_file(path)
             except CheckpointError as err:
@@ -122,7 +107,7 @@ class CheckpointCache:
                 bad = report.nonfinite_rows
                 actor = [r.name for r in bad if r.part is Part.ACTOR]
                 others = [r.name for r in bad if r.part is not Part.ACTOR]
-                iteration = int(match.group(1)) if match else report.iteration
+                iteration = named if named is not None else report.iteration
                 finding = CheckpointFinding(
                     path, chosen_by, report.status.value, len(report.rows), actor + others, actor, iteration
                 )
@@ -142,38 +127,6 @@ def _with_choice(finding: CheckpointFinding, chosen_by: str) -> CheckpointFindin
         finding.iteration,
         finding.error,
     )
-
-
-def read_events(run_dir: Path | None) -> tuple[list[dict[str, Any]] | None, list[str]]:
-    """The run's safety events, and notes about lines that were skipped.
-
-    Returns:
-        ``(None, [])`` when the run has no events file; else the events with an integer ``iteration`` and the notes.
-    """
-    if run_dir is None:
-        return None, []
-    path = run_dir / EVENTS_FILE
-    if not path.is_file():
-        return None, []
-    notes: list[str] = []
-    events: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        return None, [f"{path}: cannot read it ({err}); safety events not consulted"]
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            notes.append(f"{path}:{number}: not a JSON event, skipped")
-            continue
-        if isinstance(event, dict) and isinstance(event.get("iteration"), int) and isinstance(event.get("kind"), str):
-            events.append(event)
-        else:
-            notes.append(f"{path}:{number}: not a safety event (no iteration or kind), skipped")
-    return events, notes
 
 
 @dataclass(frozen=True)
@@ -243,18 +196,6 @@ def describe_event(event: dict[str, Any]) -> str:
         return f"{text} ({', '.join(counts)})" if counts else text
     what = event.get("what")
     return f"{text}: {what}" if what else text
-
-
-def read_run_config(run_dir: Path | None) -> dict[str, Any] | None:
-    """The run's resolved ``config.yaml`` as plain data; ``None`` when absent or unreadable."""
-    path = None if run_dir is None else run_dir / "config.yaml"
-    if path is None or not path.is_file():
-        return None
-    try:
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OSError, OmegaConfBaseException, ValueError, yaml.YAMLError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def drill_settings(config: dict[str, Any] | None) -> dict[str, str]:

@@ -3,8 +3,7 @@
 ``PATH`` (the first argument of ``tools/diagnose.py``) may be:
 
 - a run directory: its ``incidents/`` and ``incidents_rank<r>/`` folders (a run directory without records is read
-  as "no incidents" when it holds a run's files: an ``incidents`` folder, ``config.yaml``, ``summary.json``,
-  ``safety_events.jsonl`` or a ``model_<iter>.pt``);
+  as "no incidents" when it holds any of a run's files, :func:`robo_safe_rl.rundir.is_run_file`);
 - an incidents directory (any folder holding ``incidents.jsonl``; an empty folder named ``incidents...`` holds no
   incidents), or that ``incidents.jsonl`` itself;
 - one record: any of the above followed by ``#<id>`` (``run/incidents/incidents.jsonl#3``, ``run#3`` for the run's
@@ -28,13 +27,10 @@ import numpy as np
 
 from robo_safe_rl.bridge.incidents import JSONL_NAME, load_incident_arrays, read_incidents
 from robo_safe_rl.errors import IncidentError
+from robo_safe_rl.rundir import CHECKPOINT_FILES, INCIDENTS_DIR, RUN_FILES, RunDir, is_run_file
 
 #: Fields a record must have for a diagnosis (the others are read where present).
 REQUIRED_FIELDS: tuple[str, ...] = ("id", "kind", "phase", "arrays", "env_index")
-#: Files that make a directory a run directory even without incident records.
-RUN_FILES: tuple[str, ...] = ("config.yaml", "summary.json", "safety_events.jsonl")
-_RUN_INCIDENT_DIR = re.compile(r"incidents(_rank\d+)?")
-_CHECKPOINT = re.compile(r"model_\d+\.pt")
 _RECORD_SUFFIX = re.compile(r"(.*)#(\d+)")
 
 
@@ -115,22 +111,21 @@ def resolve(path_text: str) -> IncidentSource:
         directories = [path.parent]
     elif (path / JSONL_NAME).is_file():
         directories = [path]
-    elif path.name.startswith("incidents") and selected is None:
+    elif path.name.startswith(INCIDENTS_DIR) and selected is None:
         # A recorder makes its folder before its first record: an empty incidents folder is "no incidents".
         return IncidentSource(path=path, run_dir=path.parent)
     else:
-        directories = sorted(p for p in path.iterdir() if p.is_dir() and _RUN_INCIDENT_DIR.fullmatch(p.name))
-        directories = [d for d in directories if (d / JSONL_NAME).is_file()]
+        directories = [d for d in RunDir(path).incident_dirs() if (d / JSONL_NAME).is_file()]
         if not directories and not _looks_like_run_dir(path):
             raise IncidentError(
-                f"{path}: not a run directory (no incidents/, {', '.join(RUN_FILES)} or model_<iter>.pt) and no "
-                f"{JSONL_NAME} in it"
+                f"{path}: not a run directory (no {INCIDENTS_DIR}/, {', '.join(RUN_FILES)} or {CHECKPOINT_FILES}) and "
+                f"no {JSONL_NAME} in it"
             )
         source = IncidentSource(path=path, run_dir=path, directories=directories, selected_id=selected)
         if selected is not None:
-            if not directories or directories[0].name != "incidents":
+            if not directories or directories[0].name != INCIDENTS_DIR:
                 raise IncidentError(
-                    f"{path}#{selected}: the run has no incidents/ folder to take record {selected} from"
+                    f"{path}#{selected}: the run has no {INCIDENTS_DIR}/ folder to take record {selected} from"
                 )
             source.directories = directories[:1]
         source.incidents = _read_all(source.directories, selected)
@@ -142,12 +137,9 @@ def resolve(path_text: str) -> IncidentSource:
 
 def _looks_like_run_dir(path: Path) -> bool:
     try:
-        names = {p.name for p in path.iterdir()}
+        return any(is_run_file(p.name) for p in path.iterdir())
     except OSError:
         return False
-    return any(name in names for name in RUN_FILES) or any(
-        _CHECKPOINT.fullmatch(name) or _RUN_INCIDENT_DIR.fullmatch(name) for name in names
-    )
 
 
 def _from_npz(path: Path) -> IncidentSource:

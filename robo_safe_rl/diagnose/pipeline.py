@@ -23,19 +23,13 @@ import gymnasium as gym
 
 from robo_safe_rl.diagnose.action import analyse_action
 from robo_safe_rl.diagnose.attribution import POLICY_CAUSES, attribute
-from robo_safe_rl.diagnose.evidence import (
-    CheckpointCache,
-    checkpoint_for,
-    correlate,
-    drill_settings,
-    read_events,
-    read_run_config,
-)
+from robo_safe_rl.diagnose.evidence import CheckpointCache, correlate, drill_settings
 from robo_safe_rl.diagnose.inputs import IncidentSource
 from robo_safe_rl.diagnose.replay import DEFAULT_STEPS_AFTER, replay_incident
 from robo_safe_rl.diagnose.report import DiagnoseReport, IncidentDiagnosis, group_incidents
 from robo_safe_rl.diagnose.repro import write_script
 from robo_safe_rl.errors import CheckpointError
+from robo_safe_rl.rundir import CHECKPOINT_FILES, EVENTS_FILE, RunDir
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +72,10 @@ def diagnose_source(
         where = ", ".join(str(d) for d in source.directories) or str(source.path)
         report.notes.append(f"no incident recorded in {where}")
         return report
-    events, notes = read_events(source.run_dir)
+    run = None if source.run_dir is None else RunDir(source.run_dir)
+    events, notes = (None, []) if run is None else run.read_events()
     report.notes.extend(notes)
-    drills = drill_settings(read_run_config(source.run_dir))
+    drills = drill_settings(None if run is None else run.read_config())
     if drills:
         report.notes.append(f"the run's fire drill injects faults ({', '.join(drills.values())})")
     cache = CheckpointCache()
@@ -98,16 +93,17 @@ def diagnose_source(
         if cause in POLICY_CAUSES:
             if checkpoint is not None:
                 diagnosis.checkpoint = cache.inspect(checkpoint, "--checkpoint")
-            else:
-                found = checkpoint_for(source.run_dir, incident.iteration)
+            elif run is not None and incident.iteration is not None:
+                found = run.checkpoint_at_or_before(incident.iteration)
                 if found is not None:
-                    diagnosis.checkpoint = cache.inspect(found, f"newest model_<k>.pt with k <= {incident.iteration}")
+                    chosen_by = f"newest {CHECKPOINT_FILES} with iter <= {incident.iteration}"
+                    diagnosis.checkpoint = cache.inspect(found, chosen_by)
         if events is not None and incident.iteration is not None:
             diagnosis.events = correlate(events, incident.iteration)
         diagnoses.append(diagnosis)
     groups = group_incidents(diagnoses)
     if any(d.cause in POLICY_CAUSES for d in diagnoses) and events is None and source.run_dir is not None:
-        report.notes.append(f"no safety_events.jsonl in {source.run_dir}: training events not consulted")
+        report.notes.append(f"no {EVENTS_FILE} in {source.run_dir}: training events not consulted")
 
     if replay is not ReplayMode.none:
         chosen = diagnoses if replay is ReplayMode.all else [g.first for g in groups]

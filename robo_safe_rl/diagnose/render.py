@@ -142,7 +142,7 @@ def _render_vet(console: Console, vet: VetReport) -> None:
     _line(
         console, f"{vet.checkpoint} in {vet.task}: {vet.steps_run} steps, {vet.episodes} episode end(s), {mode} actions"
     )
-    _line(console, f"  network: {vet.spec.describe()}")
+    _line(console, f"  network: {vet.policy.describe()}")
     _line(console, f"  checkpoint: {vet.inspection.describe()}", "red" if vet.inspection.layers else None)
     bad = vet.first_bad
     if bad is None:

@@ -1,7 +1,7 @@
 """The diagnosis as data: per incident, per group of incidents sharing a cause, one verdict line per group, and the
 JSON document of ``tools/diagnose.py --json``.
 
-JSON document (``schema`` ``"robo_safe_rl.diagnose_report/1"``; the same content as the text output)::
+JSON document (``schema`` ``"robo_safe_rl.diagnose_report/2"``; the same content as the text output)::
 
     {"schema", "mode": "incidents" | "policy", "path", "exit_code": 0 | 1 | 2, "error": str | null,
      "run_dir": str | null, "incident_dirs": [str], "notes": [str],
@@ -28,8 +28,8 @@ JSON document (``schema`` ``"robo_safe_rl.diagnose_report/1"``; the same content
     Group = {"index", "kind", "cause", "cause_title", "checkpoints": [file name] (clean ones share a group), "count",
              "first", "last": {"ref", "iteration", "env_step", "env_index", "time_iso"}, "refs", "replayed", "verdict"}
     Vet = {"checkpoint", "task", "iteration", "steps", "steps_run", "episodes", "stochastic", "seed",
-           "network": {"obs_dim", "action_dim", "hidden_dims", "activation", "obs_normalization", "obs_clip",
-           "std_type", "source": "config.yaml" | "assumed", "notes"}, "inspection": Checkpoint,
+           "network": {"obs_dim", "action_dim", "actor" (the actor entry of the run's saved rsl-rl train dict),
+           "source" (that file's name)}, "inspection": Checkpoint,
            "first_bad": {"step", "obs_finite", "action": Action} | null, "nonfinite_actions",
            "out_of_range_actions", "incidents_dir", "incidents_written", "safe_step" (non-zero counters), "notes",
            "verdict"}
@@ -53,7 +53,7 @@ from robo_safe_rl.diagnose.outcome import ReplayResult
 from robo_safe_rl.diagnose.verdict import verdict_line
 from robo_safe_rl.diagnose.vet import VetReport
 
-JSON_SCHEMA = "robo_safe_rl.diagnose_report/1"
+JSON_SCHEMA = "robo_safe_rl.diagnose_report/2"
 _RECORD_KEYS = (
     "kind",
     "kinds",

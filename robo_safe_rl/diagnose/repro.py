@@ -13,10 +13,9 @@ import os
 from pathlib import Path
 
 from robo_safe_rl.diagnose.inputs import LoadedIncident
+from robo_safe_rl.rundir import RunDir, incidents_tag
 
 logger = logging.getLogger(__name__)
-
-REPRO_DIR = "repro"
 
 _HEADER = '''"""Reproduce an incident of a training run: restore the state, apply the raw action, see what happens.
 
@@ -114,9 +113,9 @@ def script_path(incident: LoadedIncident, run_dir: Path | None) -> Path:
     """Where the script of ``incident`` goes: ``<run_dir>/repro/incident_<id>.py``, with the folder's suffix for
     ``incidents_rank<r>`` and other folders (``incident_rank1_<id>.py``)."""
     base = run_dir if run_dir is not None else incident.directory.parent
-    tag = incident.directory.name.removeprefix("incidents").lstrip("_")
+    tag = incidents_tag(incident.directory.name)
     name = f"incident_{tag}_{incident.id}.py" if tag else f"incident_{incident.id}.py"
-    return base / REPRO_DIR / name
+    return RunDir(base).repro_dir / name
 
 
 def script_text(incident: LoadedIncident, path: Path) -> str:

@@ -1,9 +1,10 @@
 """Vet a policy checkpoint before deploying or resuming it: run it in its task under SafeStep and report the first
 bad action it emits (``tools/diagnose.py --policy CKPT [--task TASK]``).
 
-The actor is rebuilt from the checkpoint (:mod:`robo_safe_rl.diagnose.policy`) and acts for ``steps`` env steps
-(deterministic mean actions by default, sampled with ``stochastic``) in ``gymnasium.make(task)`` wrapped in SafeStep,
-which sanitises what it must and records incidents into ``<checkpoint dir>/incidents_vet/`` (cleared first; at most
+The actor is rebuilt as training built it (:func:`~robo_safe_rl.checkpoint.policy.load_policy`) and acts for ``steps``
+env steps (deterministic mean actions by default, sampled with ``stochastic``) in ``gymnasium.make(task)`` wrapped in
+SafeStep, which sanitises what it must and records incidents into the vetting folder beside the checkpoint (cleared
+first; at most
 :data:`VET_MAX_RECORDS` records, with the checkpoint's iteration as context, so ``tools/diagnose.py`` can explain
 them). A bad action is one with a NaN/Inf component or a component outside the action space's bounds; the report
 gives the first one (step, components, whether the observation going in was finite) and counts them all.
@@ -22,19 +23,13 @@ import numpy as np
 
 from robo_safe_rl.bridge.incidents import JSONL_NAME, IncidentRecorder
 from robo_safe_rl.bridge.safe_step import SafeStep
+from robo_safe_rl.checkpoint.policy import LoadedPolicy, load_policy
 from robo_safe_rl.diagnose.action import ActionFinding, component_issues
-from robo_safe_rl.diagnose.evidence import CheckpointCache, CheckpointFinding, read_run_config
-from robo_safe_rl.diagnose.policy import (
-    NetworkSpec,
-    build_actor,
-    load_actor_state,
-    network_spec,
-    policy_action,
-)
+from robo_safe_rl.diagnose.evidence import CheckpointCache, CheckpointFinding
 from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.rundir import CONFIG_FILE, RunDir
 
 DEFAULT_VET_STEPS = 1000
-VET_DIR = "incidents_vet"
 #: A NaN policy emits a bad action every step; a few records are enough to replay and explain it.
 VET_MAX_RECORDS = 20
 _RECORD_FILE = re.compile(r"\d{6}_env\d{3}_[a-z_]+\.npz")
@@ -68,7 +63,7 @@ class VetReport:
     steps: int
     stochastic: bool
     seed: int
-    spec: NetworkSpec
+    policy: LoadedPolicy
     inspection: CheckpointFinding
     iteration: int | None = None
     steps_run: int = 0
@@ -111,7 +106,7 @@ class VetReport:
             "episodes": self.episodes,
             "stochastic": self.stochastic,
             "seed": self.seed,
-            "network": self.spec.to_dict(),
+            "network": self.policy.to_dict(),
             "inspection": self.inspection.to_dict(),
             "first_bad": None if self.first_bad is None else self.first_bad.to_dict(),
             "nonfinite_actions": self.nonfinite_actions,
@@ -125,18 +120,15 @@ class VetReport:
 
 
 def task_of(checkpoint: Path, task: str | None) -> str:
-    """The task to vet in: ``task`` when given, else ``task.env_id`` of the ``config.yaml`` beside the checkpoint.
+    """The task to vet in: ``task`` when given, else ``task.env_id`` of the run configuration beside the checkpoint.
 
     Raises:
         ConfigError: If neither names one.
     """
-    if task:
-        return task
-    task_cfg = (read_run_config(checkpoint.parent) or {}).get("task")
-    env_id = task_cfg.get("env_id") if isinstance(task_cfg, dict) else None
+    env_id = task or RunDir(checkpoint.parent).task_env_id()
     if not env_id:
-        raise ConfigError(f"{checkpoint}: no --task given and no config.yaml with task.env_id beside it")
-    return str(env_id)
+        raise ConfigError(f"{checkpoint}: no --task given and no {CONFIG_FILE} with task.env_id beside it")
+    return env_id
 
 
 def _recorder(directory: Path, notes: list[str]) -> IncidentRecorder | None:
@@ -162,7 +154,7 @@ def vet_policy(
     """Run the checkpoint's actor in its task under SafeStep (module docstring).
 
     Args:
-        checkpoint: An rsl-rl checkpoint (``model_<iter>.pt``).
+        checkpoint: An rsl-rl checkpoint beside its run's saved train dict, or a run directory.
         task: A registered gymnasium id; ``None`` takes the run's ``config.yaml``.
         steps: Env steps to run (episodes are reset as they end).
         stochastic: Sample actions instead of taking the mean.
@@ -172,13 +164,12 @@ def vet_policy(
         The report.
 
     Raises:
-        CheckpointError: If the checkpoint cannot be read or does not hold an actor that can be rebuilt.
+        CheckpointError: If the checkpoint cannot be read, is not rsl-rl's, or has no saved train dict beside it.
         ConfigError: If the task is unknown or its spaces do not fit the actor.
     """
+    policy = load_policy(checkpoint)
+    checkpoint = policy.checkpoint  # a run directory names its newest clean checkpoint
     env_id = task_of(checkpoint, task)
-    state, iteration = load_actor_state(checkpoint)
-    spec = network_spec(state, read_run_config(checkpoint.parent), checkpoint)
-    actor = build_actor(spec, state, checkpoint)
     try:
         env = gym.make(env_id, disable_env_checker=True)
     except gym.error.Error as err:
@@ -186,10 +177,10 @@ def vet_policy(
             f"task {env_id}: {err} (tools/diagnose.py imports envs, which registers RoboSafe tasks)"
         ) from err
     obs_shape, act_shape = env.observation_space.shape, env.action_space.shape
-    if obs_shape != (spec.obs_dim,) or act_shape != (spec.action_dim,):
+    if obs_shape != (policy.obs_dim,) or act_shape != (policy.num_actions,):
         env.close()
         raise ConfigError(
-            f"{checkpoint}: the actor maps {spec.obs_dim} observations to {spec.action_dim} actions; {env_id} has "
+            f"{checkpoint}: the actor maps {policy.obs_dim} observations to {policy.num_actions} actions; {env_id} has "
             f"observations of shape {obs_shape} and actions of shape {act_shape}: wrong --task?"
         )
     report = VetReport(
@@ -198,20 +189,19 @@ def vet_policy(
         steps=steps,
         stochastic=stochastic,
         seed=seed,
-        spec=spec,
+        policy=policy,
         inspection=CheckpointCache().inspect(checkpoint, "--policy"),
-        iteration=iteration,
-        notes=list(spec.notes),
+        iteration=policy.iteration,
     )
-    report.incidents_dir = checkpoint.parent / VET_DIR
+    report.incidents_dir = RunDir(checkpoint.parent).vet_incidents_dir
     recorder = _recorder(report.incidents_dir, report.notes)
     if recorder is None:
         report.incidents_dir = None
     else:
-        recorder.set_context(iteration=iteration, global_step=0)
+        recorder.set_context(iteration=policy.iteration, global_step=0)
     safe = SafeStep(env, recorder=recorder)
     try:
-        _run(actor, safe, report, recorder)
+        _run(policy, safe, report, recorder)
     finally:
         with contextlib.suppress(Exception):
             safe.close()
@@ -220,13 +210,13 @@ def vet_policy(
     return report
 
 
-def _run(actor: Any, env: SafeStep, report: VetReport, recorder: IncidentRecorder | None) -> None:
+def _run(policy: LoadedPolicy, env: SafeStep, report: VetReport, recorder: IncidentRecorder | None) -> None:
     space = cast(gym.spaces.Box, env.action_space)  # SafeStep accepts Box action spaces only
     low, high = np.asarray(space.low, dtype=np.float64), np.asarray(space.high, dtype=np.float64)
-    names = env.action_names or [f"a[{i}]" for i in range(report.spec.action_dim)]
+    names = env.action_names or [f"a[{i}]" for i in range(policy.num_actions)]
     obs, _ = env.reset(seed=report.seed)
     for step in range(report.steps):
-        action = policy_action(actor, obs, stochastic=report.stochastic)
+        action = policy.act(obs, stochastic=report.stochastic)
         issues = component_issues(action, low, high, names)
         if issues:
             finding = ActionFinding(raw=action.astype(np.float64), names=names, low=low, high=high, issues=issues)

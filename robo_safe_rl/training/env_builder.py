@@ -66,17 +66,16 @@ def check_task(cfg: TrainConfig) -> None:
         ) from err
 
 
-def build_vec_env(cfg: TrainConfig, run_dir: str, rank: int = 0) -> GymVecEnv:
+def build_vec_env(cfg: TrainConfig, *, incidents_dir: str | Path | None, rank: int = 0) -> GymVecEnv:
     """Build ``task.num_envs`` guarded envs and their rsl-rl adapter (env i of rank r reset with seed + 1000 r + i).
 
-    Incidents go to ``run_dir/incidents`` (``incidents_rank<r>`` for ranks other than 0).
+    Incidents are recorded into ``incidents_dir`` (this rank's folder of the run directory); ``None`` records none.
     """
     check_task_registered(cfg)
     faults = cfg.faults.env
     recorder = None
-    if cfg.safety.step.enabled:
-        folder = "incidents" if rank == 0 else f"incidents_rank{rank}"
-        recorder = IncidentRecorder.from_config(Path(run_dir) / folder, cfg.safety.step)
+    if cfg.safety.step.enabled and incidents_dir is not None:
+        recorder = IncidentRecorder.from_config(Path(incidents_dir), cfg.safety.step)
     envs: list[gym.Env] = []
     try:
         for i in range(cfg.task.num_envs):

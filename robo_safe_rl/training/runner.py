@@ -17,20 +17,20 @@ iteration loop is rsl-rl 5.5's ``learn`` with four additions, marked in :meth:`S
 Under ``torchrun``, CUDA ranks use NCCL on ``cuda:LOCAL_RANK`` as in rsl-rl and CPU ranks use gloo; the fuse and the
 post-update check are agreed by all ranks (one all-reduce per iteration), so the replicas roll back together.
 
-Safety events (rollbacks, fuse trips, refused checkpoints, gradient-guard events) are appended to
-``<run_dir>/safety_events.jsonl`` for ``tools/diagnose.py``; counters go to TensorBoard under ``Safety/``.
+Checkpoints and safety events (rollbacks, fuse trips, refused checkpoints, gradient-guard events) go where the
+runner's ``files`` say (:class:`RunFiles`; the run directory's layout is not the core's business); counters go to
+TensorBoard under ``Safety/``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from rsl_rl.env import VecEnv
@@ -45,7 +45,17 @@ from robo_safe_rl.training.recovery import Recovery, all_finite, learning_state_
 
 log = logging.getLogger(__name__)
 
-EVENTS_FILE = "safety_events.jsonl"
+
+class RunFiles(Protocol):
+    """Where a runner writes its checkpoints and safety events (``robo_safe_rl.rundir.RunDir`` is one)."""
+
+    def checkpoint(self, iteration: int) -> Path:
+        """The checkpoint file of ``iteration``."""
+        ...
+
+    def append_event(self, event: dict[str, Any]) -> None:
+        """Record one safety event."""
+        ...
 
 
 @dataclass
@@ -113,6 +123,11 @@ class SafeRunner(OnPolicyRunner):
         device: Torch device of the policy (``cpu``, ``cuda`` or ``cuda:N``).
         recovery: ``safety.recovery``; defaults when ``None``.
         policy_faults: ``faults.policy`` (a fire drill); none when ``None``.
+        files: Names the checkpoints and records the safety events; required with a ``log_dir``
+            (``robo_safe_rl.rundir.RunDir(log_dir)``).
+
+    Raises:
+        ValueError: If ``log_dir`` is given without ``files``.
     """
 
     def __init__(
@@ -123,8 +138,12 @@ class SafeRunner(OnPolicyRunner):
         device: str = "cpu",
         recovery: RecoveryConfig | None = None,
         policy_faults: PolicyFaultConfig | None = None,
+        files: RunFiles | None = None,
     ) -> None:
+        if log_dir is not None and files is None:
+            raise ValueError(f"SafeRunner(log_dir={log_dir!r}) needs files= to name its checkpoints and events")
         super().__init__(env, train_cfg, log_dir, device)
+        self.files = files
         self.recovery_cfg = recovery or RecoveryConfig()
         self.recovery = Recovery(self.recovery_cfg.lr_factor, self.recovery_cfg.max_rollbacks, log_dir)
         self.policy_faults = PolicyFaults(policy_faults or PolicyFaultConfig())
@@ -193,12 +212,10 @@ class SafeRunner(OnPolicyRunner):
         return method(*args) if callable(method) else default
 
     def _record_event(self, event: dict[str, Any]) -> None:
-        """Append one safety event to ``<run_dir>/safety_events.jsonl`` (rank 0 with a log dir only)."""
-        if self.logger.log_dir is None or self.logger.disable_logs:
+        """Record one safety event through ``files`` (rank 0 with a log dir only)."""
+        if self.files is None or self.logger.log_dir is None or self.logger.disable_logs:
             return
-        event = {"time": round(time.time(), 3), **event}
-        with open(Path(self.logger.log_dir) / EVENTS_FILE, "a", encoding="utf-8") as f:
-            f.write(json.dumps(event) + "\n")
+        self.files.append_event(event)
 
     def _agree(self, flag: bool) -> bool:
         """``flag`` OR-ed over all ranks (one all-reduce; a no-op in one process)."""
@@ -294,12 +311,12 @@ class SafeRunner(OnPolicyRunner):
             if save_now or (it - start_it + 1) % self.recovery_cfg.snapshot_interval == 0:
                 self.recovery.take(self.alg, it)
             if self.logger.writer is not None and save_now:
-                self.save(os.path.join(self.logger.log_dir, f"model_{it}.pt"))
+                self.save(str(self.files.checkpoint(it)))  # type: ignore[union-attr]  (a writer means files)
             it += 1
         self.next_iteration = total_it
 
         if self.logger.writer is not None:
-            self.save(os.path.join(self.logger.log_dir, f"model_{self.current_learning_iteration}.pt"))
+            self.save(str(self.files.checkpoint(self.current_learning_iteration)))  # type: ignore[union-attr]
             self.logger.stop_logging_writer()
 
     def _guard_metrics(self, it: int) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import torch
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.play import main as play_main
 from robo_safe_rl.apps.train import main as train_main
+from robo_safe_rl.rundir import CONFIG_FILE, TRAIN_CFG_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,15 +46,33 @@ def test_a_nan_policy_is_stopped_and_reported(run_dir: Path, tmp_path: Path) -> 
     checkpoint = torch.load(run_dir / "model_1.pt", weights_only=True)
     checkpoint["actor_state_dict"]["mlp.0.weight"][0, 0] = float("nan")
     torch.save(checkpoint, bad)  # written without the finite-only check, on purpose
-    (tmp_path / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    for name in (CONFIG_FILE, TRAIN_CFG_FILE):
+        shutil.copy(run_dir / name, tmp_path / name)
     assert play_main([str(bad), "--episodes", "1"]) == 1
 
 
-@pytest.mark.parametrize("path", ["missing_dir", "empty_dir"])
-def test_unusable_input_exits_2(path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("missing_dir", "no such checkpoint file or run directory"),
+        ("empty_dir", "no checkpoints"),
+        # A run of an older version: checkpoints, no saved train dict. Refused, not rebuilt from guessed sizes.
+        ("old_run", f"no {TRAIN_CFG_FILE} beside it"),
+        ("foreign/model_1.pt", "not an rsl-rl checkpoint"),
+    ],
+)
+def test_unusable_input_exits_2(
+    run_dir: Path, path: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "empty_dir").mkdir()
+    shutil.copytree(run_dir, tmp_path / "old_run")
+    (tmp_path / "old_run" / TRAIN_CFG_FILE).unlink()
+    (tmp_path / "foreign").mkdir()
+    shutil.copy(run_dir / TRAIN_CFG_FILE, tmp_path / "foreign" / TRAIN_CFG_FILE)
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "foreign" / "model_1.pt")
     assert play_main([str(tmp_path / path)]) == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("play: ") and why in line
 
 
 def test_tool_runs_as_a_subprocess(run_dir: Path) -> None:

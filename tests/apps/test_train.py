@@ -13,11 +13,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.train import main
+from robo_safe_rl.rundir import SUMMARY_SCHEMA_VERSION, TRAIN_CFG_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 #: A few iterations of a small batch: enough for every file of the run directory, seconds of CPU.
 TINY = ["task.num_envs=4", "runner.num_steps_per_env=16", "runner.max_iterations=3", "runner.save_interval=2"]
 SUMMARY_KEYS = {
+    "schema_version",
     "status",
     "error",
     "iterations",
@@ -48,6 +50,7 @@ def test_run_directory_holds_every_file(tiny_run: Path) -> None:
     assert (tiny_run / "config.yaml").is_file()
     assert list(tiny_run.glob("events.out.tfevents.*"))
     assert (tiny_run / "incidents").is_dir()
+    assert (tiny_run / TRAIN_CFG_FILE).is_file()
     ckpt = torch.load(tiny_run / "model_2.pt", weights_only=True)
     assert ckpt["iter"] == 2
     assert {"actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter", "infos"} <= set(ckpt)
@@ -55,7 +58,7 @@ def test_run_directory_holds_every_file(tiny_run: Path) -> None:
 
 def test_summary_describes_the_run(tiny_run: Path) -> None:
     summary = json.loads((tiny_run / "summary.json").read_text())
-    assert set(summary) == SUMMARY_KEYS
+    assert set(summary) == SUMMARY_KEYS and summary["schema_version"] == SUMMARY_SCHEMA_VERSION
     assert summary["status"] == "completed" and summary["error"] is None
     assert summary["iterations"] == 3
     assert summary["env_steps"] == 3 * 4 * 16

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from diagnose_factory import drive_ant, make_actor, save_policy, write_config, write_events
+from diagnose_factory import act, drive_ant, make_actor, save_policy, write_config, write_events
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0, as tools/diagnose.py does)
-from robo_safe_rl.diagnose.policy import policy_action
 
 #: The bad actions of the ``bad_actions_run``: step -> (component, value); 1e10 at step 40 is clamped, not recorded.
 BAD_ACTIONS: dict[int, tuple[int, float]] = {5: (2, np.nan), 9: (0, np.inf), 30: (7, -np.inf), 40: (3, 1.0e10)}
@@ -33,8 +32,8 @@ def bad_actions_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def policy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose policy went NaN: ``model_10.pt`` with a NaN in ``mlp.0.weight`` (saved without the finite-only
-    check), a clean ``model_5.pt``, ``config.yaml``, a gradient-guard event at iteration 9 and a rollback at 11, and
-    the incidents of that policy acting in the Ant at iteration 12 (5 steps, so 5 records)."""
+    check), a clean ``model_5.pt``, the saved train dict, ``config.yaml``, a gradient-guard event at iteration 9 and
+    a rollback at 11, and the incidents of that policy acting in the Ant at iteration 12 (5 steps, so 5 records)."""
     run = tmp_path_factory.mktemp("nan_policy") / "run"
     save_policy(make_actor(), run / "model_5.pt", 5)
     actor = make_actor(nan_layer="mlp.0.weight")
@@ -49,7 +48,7 @@ def policy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             {"iteration": 20, "kind": "grad_guard", "grad_nonfinite_steps": 1},
         ],
     )
-    recorder = drive_ant(run, 5, policy=lambda obs: policy_action(actor, obs), iteration=lambda t: 12)
+    recorder = drive_ant(run, 5, policy=lambda obs: act(actor, obs), iteration=lambda t: 12)
     assert recorder.written == 5
     return run
 

@@ -14,16 +14,31 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
+from rsl_rl.utils import resolve_class
 from tensordict import TensorDict
 
 from robo_safe_rl.bridge.incidents import IncidentRecorder
 from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.config.safe_step import SafeStepConfig
-from robo_safe_rl.training.models import ClippedMLPModel
+from robo_safe_rl.rundir import RunDir
+from robo_safe_rl.training.rsl_cfg import MODEL
 
 ANT = "RoboSafe/Ant-v0"
 OBS_DIM, ACT_DIM = 28, 8
 HIDDEN = [16, 16]
+#: The parts of rsl-rl's train dict that make an Ant actor ([16, 16], elu, Gaussian with a scalar std), as training
+#: saves them beside its checkpoints.
+TRAIN_CFG = {
+    "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+    "actor": {
+        "class_name": MODEL,
+        "obs_clip": None,
+        "hidden_dims": HIDDEN,
+        "activation": "elu",
+        "obs_normalization": False,
+        "distribution_cfg": {"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 1.0},
+    },
+}
 ANT_JOINTS = ["hip_1", "ankle_1", "hip_2", "ankle_2", "hip_3", "ankle_3", "hip_4", "ankle_4"]
 
 
@@ -88,8 +103,8 @@ def drive_ant(
     return recorder
 
 
-def make_actor(*, nan_layer: str | None = None, zero_output: bool = False, obs_dim: int = OBS_DIM) -> ClippedMLPModel:
-    """An Ant actor as training builds it ([16, 16], elu, Gaussian with a scalar std).
+def make_actor(*, nan_layer: str | None = None, zero_output: bool = False, obs_dim: int = OBS_DIM) -> torch.nn.Module:
+    """An Ant actor as rsl-rl builds it from :data:`TRAIN_CFG` (``PPO.construct_algorithm``'s call).
 
     Args:
         nan_layer: Name of a parameter (``mlp.0.weight``) whose element [0, 0] (or [0]) is set to NaN.
@@ -98,8 +113,8 @@ def make_actor(*, nan_layer: str | None = None, zero_output: bool = False, obs_d
     """
     torch.manual_seed(0)
     obs = TensorDict({"policy": torch.zeros(1, obs_dim)}, batch_size=[1])
-    dist = {"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 1.0}
-    actor = ClippedMLPModel(obs, {"actor": ["policy"]}, "actor", ACT_DIM, HIDDEN, "elu", False, dist)
+    actor_class, kwargs = resolve_class(TRAIN_CFG["actor"])
+    actor = actor_class(obs, TRAIN_CFG["obs_groups"], "actor", ACT_DIM, **kwargs)
     params = dict(actor.named_parameters())
     with torch.no_grad():
         if zero_output:
@@ -110,11 +125,20 @@ def make_actor(*, nan_layer: str | None = None, zero_output: bool = False, obs_d
     return actor
 
 
-def save_policy(actor: ClippedMLPModel, path: Path, iteration: int) -> Path:
-    """``torch.save`` rsl-rl's checkpoint layout directly, without the finite-only check of training's saves."""
+def save_policy(actor: torch.nn.Module, path: Path, iteration: int, *, obs_dim: int = OBS_DIM) -> Path:
+    """``torch.save`` rsl-rl's checkpoint layout directly, without the finite-only check of training's saves, and
+    the train dict beside it, as training saves it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"actor_state_dict": actor.state_dict(), "iter": iteration, "infos": None}, path)
+    RunDir(path.parent).write_train_cfg(TRAIN_CFG, {"policy": [obs_dim]}, ACT_DIM)
     return path
+
+
+def act(actor: torch.nn.Module, obs: np.ndarray) -> np.ndarray:
+    """The actor's mean action for one observation. Shape: (ACT_DIM,)."""
+    td = TensorDict({"policy": torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1)}, batch_size=[1])
+    with torch.inference_mode():
+        return actor(td)[0].numpy()
 
 
 def write_config(run_dir: Path, *, hidden: list[int] = HIDDEN) -> None:

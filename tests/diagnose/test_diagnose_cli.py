@@ -91,7 +91,7 @@ def test_policy_incidents_name_the_corrupt_checkpoint_and_the_first_gradient_eve
         "at iteration 3"
     )
     checkpoint = doc["incidents"][0]["checkpoint"]
-    assert checkpoint["chosen_by"] == "newest model_<k>.pt with k <= 12" and checkpoint["status"] == "corrupt"
+    assert checkpoint["chosen_by"] == "newest model_<iter>.pt with iter <= 12" and checkpoint["status"] == "corrupt"
     # An 8-of-8 NaN action from a finite observation: every output of the network is NaN.
     assert doc["incidents"][0]["action"]["nonfinite"] == 8 and doc["incidents"][0]["action"]["obs_in_finite"]
 

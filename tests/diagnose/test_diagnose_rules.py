@@ -1,5 +1,5 @@
 """Pure parts of the diagnosis, on hand-made records: component checks, attribution rules, step classification,
-event correlation, checkpoint choice, network inference and the exit-code rule."""
+event correlation and the exit-code rule."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from diagnose_factory import ANT_JOINTS, make_actor
+from diagnose_factory import ANT_JOINTS
 
 from robo_safe_rl.diagnose.action import analyse_action, component_issues
 from robo_safe_rl.diagnose.attribution import Cause, attribute
-from robo_safe_rl.diagnose.evidence import checkpoint_for, correlate, describe_event
+from robo_safe_rl.diagnose.evidence import correlate, describe_event
 from robo_safe_rl.diagnose.inputs import LoadedIncident
 from robo_safe_rl.diagnose.outcome import Outcome, ReplayResult, StepOutcome, classify_outcome
-from robo_safe_rl.diagnose.policy import infer_spec
 from robo_safe_rl.diagnose.report import DiagnoseReport, Group, IncidentDiagnosis
 
 A = 8
@@ -186,21 +185,6 @@ def test_correlate_finds_the_first_and_latest_trouble_up_to_the_iteration() -> N
         "iteration 11: non-finite weights; 1 checkpoint(s) refused as non-finite, first at iteration 3"
     )
     assert correlate(EVENTS, 5).describe().startswith("no gradient-guard event or rollback up to iteration 5")
-
-
-def test_checkpoint_for_takes_the_newest_at_or_before_the_iteration(tmp_path: Path) -> None:
-    for k in (0, 5, 10):
-        (tmp_path / f"model_{k}.pt").write_bytes(b"")
-    assert checkpoint_for(tmp_path, 7) == tmp_path / "model_5.pt"
-    assert checkpoint_for(tmp_path, 10) == tmp_path / "model_10.pt"
-    assert checkpoint_for(tmp_path, None) is None
-    assert checkpoint_for(tmp_path / "missing", 7) is None
-
-
-def test_infer_spec_reads_shapes_from_the_state_dict() -> None:
-    spec = infer_spec(make_actor().state_dict())
-    assert (spec.obs_dim, spec.hidden_dims, spec.action_dim) == (28, [16, 16], 8)
-    assert (spec.std_type, spec.obs_normalization, spec.activation, spec.source) == ("scalar", False, "elu", "assumed")
 
 
 def test_exit_code_is_one_only_for_causes_that_come_from_actions(tmp_path: Path) -> None:

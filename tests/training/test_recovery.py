@@ -17,10 +17,11 @@ import torch
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.train import compose, main, to_train_config
 from robo_safe_rl.errors import RecoveryError
+from robo_safe_rl.rundir import EVENTS_FILE, RunDir
 from robo_safe_rl.training.env_builder import build_vec_env
 from robo_safe_rl.training.recovery import all_finite, learning_state_tensors
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
-from robo_safe_rl.training.runner import EVENTS_FILE, SafeRunner
+from robo_safe_rl.training.runner import SafeRunner
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.save_interval=2"]
@@ -33,8 +34,9 @@ def read_events(run_dir: Path) -> list[dict]:
 
 def make_runner(run_dir: Path, *overrides: str) -> SafeRunner:
     cfg = to_train_config(compose([*SMALL, f"run_dir={run_dir}", *overrides]))
-    env = build_vec_env(cfg, str(run_dir))
-    return SafeRunner(env, build_rsl_rl_cfg(cfg, str(run_dir)), str(run_dir), "cpu", cfg.safety.recovery)
+    files = RunDir(run_dir)
+    env = build_vec_env(cfg, incidents_dir=files.incidents_dir())
+    return SafeRunner(env, build_rsl_rl_cfg(cfg, str(run_dir)), str(run_dir), "cpu", cfg.safety.recovery, files=files)
 
 
 def test_nonfinite_weights_after_an_update_roll_back_and_training_continues(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from robo_safe_rl.rundir import RunDir
+
 MB = 1_000_000
 """Throughputs are in MB/s (10^6 bytes per second); sizes in MiB."""
 MIB = 1 << 20
@@ -116,7 +118,7 @@ def bench_inspect(size_mib: int = 1024, repeats: int = 3, directory: str | Path 
         ``inspect_speed_over_read``.
     """
     with tempfile.TemporaryDirectory(dir=directory, prefix="bench_checkpoint_") as tmp:
-        path = Path(tmp) / "model_4050.pt"
+        path = RunDir(tmp).checkpoint(4050)
         size = write_rsl_shaped_checkpoint(path, size_mib)
         _sync(path)
         samples: dict[str, list[dict[str, float]]] = {case: [] for case in CASES}

@@ -17,6 +17,7 @@ import torch
 
 from robo_safe_rl.config.grad_guard import GradGuardCfg
 from robo_safe_rl.config.schema import RunnerConfig, SafetyConfig, TaskConfig, TrainConfig
+from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.env_builder import build_vec_env
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import SafeRunner
@@ -30,7 +31,8 @@ def _runner(mode: str, env_id: str, num_envs: int, steps_per_env: int, run_dir: 
         run_dir=run_dir,
     )
     torch.manual_seed(cfg.seed)
-    return SafeRunner(build_vec_env(cfg, run_dir), build_rsl_rl_cfg(cfg, run_dir), None, "cpu", cfg.safety.recovery)
+    env = build_vec_env(cfg, incidents_dir=RunDir(run_dir).incidents_dir())
+    return SafeRunner(env, build_rsl_rl_cfg(cfg, run_dir), None, "cpu", cfg.safety.recovery)
 
 
 def bench_guard_iterations(

@@ -1,16 +1,17 @@
 """The presets compared on the same budget: learning curves over seeds, and behaviour under the same fire drill.
 
 Each run is a real ``tools/train.py`` subprocess (``workers`` at a time, one torch thread each), so the figures are
-what a user gets. From every run's TensorBoard events and ``summary.json`` this reads: the learning curve
-(``Episode/return``: the mean return of the episodes that ended in an iteration), the final return (the mean of that
-curve over the last ``tail`` iterations with finished episodes), env steps, wall time, and what the adaptive schedule
-actually did with the learning rate (median, and the share of iterations at rsl-rl's 1e-5 floor).
+what a user gets. From every run's TensorBoard events and summary (read through its run directory) this reads: the
+learning curve (``Episode/return``: the mean return of the episodes that ended in an iteration), the final return
+(the mean of that curve over the last ``tail`` iterations with finished episodes), env steps, wall time, and what the
+adaptive schedule actually did with the learning rate (median, and the share of iterations at rsl-rl's 1e-5 floor).
+The final policy is played through ``tools/play.py``'s code, which rebuilds it with the one policy loader.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from robo_safe_rl.apps.play import play
+from robo_safe_rl.rundir import RunDir
 
 #: rsl-rl's adaptive schedule never goes below this learning rate.
 LR_FLOOR = 1.0e-5
@@ -55,16 +57,23 @@ def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
 
 
 def run_one(repo: Path, out: Path, preset: str, seed: int, iterations: int, drill: bool, extra: list[str]) -> RunResult:
-    """Train one preset/seed (optionally under ``+drill=gauntlet``) and read back its results."""
+    """Train one preset/seed (optionally under ``+drill=gauntlet``) and read back its results.
+
+    The run directory is the benchmark's own: a previous benchmark's run in it is replaced (training refuses to
+    write into a directory that holds a run, and its old summary must not be read as the new one).
+    """
     run_dir = out / f"{preset}_seed{seed}{'_drill' if drill else ''}"
+    shutil.rmtree(run_dir, ignore_errors=True)
     args = [f"algo={preset}", f"seed={seed}", f"runner.max_iterations={iterations}", f"run_dir={run_dir}", *extra]
     if drill:
         args.append("+drill=gauntlet")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with open(out / f"{run_dir.name}.log", "w", encoding="utf-8") as log:
         cmd = [sys.executable, "tools/train.py", *args]
-        subprocess.run(cmd, cwd=repo, stdout=log, stderr=log, env=env, check=False)
-    summary = json.loads((run_dir / "summary.json").read_text())
+        done = subprocess.run(cmd, cwd=repo, stdout=log, stderr=log, env=env, check=False)
+    if done.returncode == 2:
+        raise RuntimeError(f"{' '.join(cmd)}: invalid configuration (exit 2); see {log.name}")
+    summary = RunDir(run_dir).read_summary()
     steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
     curve = [(int((it + 1) * steps_per_iteration), value) for it, value in _scalars(run_dir, "Episode/return")]
     lrs = [value for _, value in _scalars(run_dir, "Loss/learning_rate")]
@@ -102,7 +111,7 @@ def bench_presets(
         results = list(pool.map(lambda job: run_one(repo, out, job[0], job[1], iterations, job[2], extra or []), jobs))
     for r in results:
         run_dir = out / f"{r.preset}_seed{r.seed}{'_drill' if r.drill else ''}"
-        summary = json.loads((run_dir / "summary.json").read_text())
+        summary = RunDir(run_dir).read_summary()
         if summary["final_checkpoint"]:
             r.final_return = play(Path(summary["final_checkpoint"]), episodes=eval_episodes).mean_return
     table: dict[str, Any] = {}
