@@ -3,14 +3,17 @@ rejected configuration leaves nothing that would look like a run."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.train import main
-from robo_safe_rl.rundir import RunDir
+from robo_safe_rl.rundir import HYDRA_DIR, RunDir
 
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2"]
 
 
@@ -49,3 +52,22 @@ def test_a_configuration_rejected_by_the_algorithm_leaves_the_run_dir_free(tmp_p
     assert main([*TINY, f"run_dir={run_dir}", "faults.grad.at_updates=[1]", "faults.grad.param=actor.nope"]) == 2
     assert RunDir(run_dir).run_evidence() == []
     assert main([*TINY, f"run_dir={run_dir}"]) == 0
+
+
+def test_the_tool_refuses_before_hydra_writes_into_the_used_run_dir(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert main([*TINY, f"run_dir={run_dir}"]) == 0
+    (run_dir / HYDRA_DIR).mkdir()
+    (run_dir / HYDRA_DIR / "overrides.yaml").write_text("- the first run's record\n")
+    before = _files(run_dir)
+    done = subprocess.run(
+        [sys.executable, "tools/train.py", *TINY, f"run_dir={run_dir}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"train: invalid config value run_dir='{run_dir}': it already holds a run")
+    assert _files(run_dir) == before  # Hydra's record and log of the first run untouched, no log line appended

@@ -1,0 +1,42 @@
+"""The checks ``tools/train.py`` makes before Hydra touches the run directory.
+
+Hydra makes ``hydra.run.dir`` (the run directory), opens its log file there and writes its ``hydra/`` record before
+the task function runs. Checked only in the task function, an invalid value would leave an empty run directory
+behind, and a ``run_dir`` that already holds a run would get that run's Hydra record overwritten before being
+refused. ``configs/train.yaml`` registers :class:`CheckConfigFirst` as a Hydra callback: its ``on_run_start`` runs
+after composition and before any of that. The task function checks again (``robo_safe_rl.apps.train.train``), for
+callers that compose without ``@hydra.main``.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, open_dict, read_write
+
+from robo_safe_rl.apps.train import to_train_config
+from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.rundir import RunDir
+
+
+class CheckConfigFirst(Callback):
+    """Validate the composed configuration and refuse a used run directory, before Hydra makes it."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Exit 2 with one line on stderr for an invalid configuration or a run directory that holds a run.
+
+        Hydra prints an exception raised here with a hint about stack traces on further lines; an exit does not go
+        through that, and ``tools/train.py`` passes its code on.
+        """
+        task_cfg = copy.deepcopy(config)
+        with read_write(task_cfg), open_dict(task_cfg):
+            del task_cfg["hydra"]
+        try:
+            cfg = to_train_config(task_cfg)
+            RunDir(cfg.run_dir).check_unused(cfg.resume)
+        except ConfigError as err:
+            print(f"train: {err}", file=sys.stderr)
+            raise SystemExit(2) from err
