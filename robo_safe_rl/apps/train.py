@@ -130,6 +130,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     vec_env = None
     runner: SafeRunner | None = None
     error: BaseException | None = None
+    learning = False  # a summary describes a run that started learning (a refused resume leaves the run's own)
     try:
         vec_env = build_vec_env(cfg, incidents_dir=run_dir.incidents_dir(rank), rank=rank)
         runner = SafeRunner(
@@ -141,12 +142,6 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
             policy_faults=cfg.faults.policy,
             files=run_dir,
         )
-        if rank == 0:
-            # What rebuilds the policy (rsl-rl's dict as the runner resolved it), beside the checkpoints.
-            shapes = {k: list(v.shape[1:]) for k, v in vec_env.get_observations().items()}
-            run_dir.write_train_cfg(runner.cfg, shapes, vec_env.num_actions)
-            if resolved is not None:
-                run_dir.write_config(resolved)
         if checkpoint is not None:
             try:
                 runner.load(str(checkpoint))
@@ -156,8 +151,16 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
                     f"({type(err).__name__}: {str(err).splitlines()[0]})"
                 ) from err
             log.info("resumed from %s at iteration %d", checkpoint, runner.next_iteration)
+        if rank == 0:
+            # What rebuilds the policy (rsl-rl's dict as the runner resolved it), beside the checkpoints; after a
+            # resume's load, so that a resume refused for other networks leaves the run's own files as they were.
+            shapes = {k: list(v.shape[1:]) for k, v in vec_env.get_observations().items()}
+            run_dir.write_train_cfg(runner.cfg, shapes, vec_env.num_actions)
+            if resolved is not None:
+                run_dir.write_config(resolved)
         # rsl-rl records the git state of rsl_rl's checkout; ours is the one that explains a run.
         runner.add_git_repo_to_log(str(Path(__file__).resolve()))
+        learning = True
         runner.learn(num_learning_iterations=cfg.runner.max_iterations)
     except BaseException as err:
         error = err
@@ -171,7 +174,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
             wall_s=time.monotonic() - started,
             device=device,
             error=error,
-            write=rank == 0 and runner is not None,  # no runner, no run: nothing to summarise on disk
+            write=rank == 0 and learning,
         )
         if vec_env is not None:
             vec_env.close()

@@ -46,6 +46,15 @@ def test_a_resume_may_continue_in_its_own_run_dir_but_not_in_another_runs(tmp_pa
     assert RunDir(run_dir).read_summary()["iterations"] == 2
 
 
+def test_a_refused_resume_into_its_own_run_dir_leaves_the_runs_files_as_they_were(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert main([*TINY, f"run_dir={run_dir}"]) == 0
+    before = _files(run_dir)
+    # The conservative preset normalises observations: the ppo run's checkpoint does not fit its networks.
+    assert main([*TINY, f"run_dir={run_dir}", f"resume={run_dir}", "algo=ppo_conservative"]) == 2
+    assert _files(run_dir) == before  # summary.json, config.yaml and the saved train dict are still the run's own
+
+
 def test_a_configuration_rejected_by_the_algorithm_leaves_the_run_dir_free(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     # Only SafePPO's constructor knows the parameter names: this fails after the envs were built.
