@@ -100,9 +100,3 @@ def init_distributed(device: str) -> dict[str, int] | None:
         dist.init_process_group(backend=backend, rank=rank, world_size=world_size, timeout=_TIMEOUT)
     logger.info("rank %d of %d (local rank %d) joined the %s process group", rank, world_size, local_rank, backend)
     return {"global_rank": rank, "local_rank": local_rank, "world_size": world_size}
-
-
-def shutdown_distributed() -> None:
-    """Leave the process group if one is initialised (call once at the end of a multi-process run)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()

@@ -26,7 +26,7 @@ from rsl_rl.runners import OnPolicyRunner
 from tiny_env import TinyEnv, train_cfg
 
 from robo_safe_rl.errors import NonFiniteError
-from robo_safe_rl.training.distributed import init_distributed, shutdown_distributed
+from robo_safe_rl.training.distributed import init_distributed
 
 ITERATIONS = 3  # x 2 epochs x 2 mini-batches = updates 0..11
 
@@ -77,7 +77,7 @@ def main(out_dir: str) -> int:
     run_phase(out, "zero", "zero", [1, 5], ITERATIONS)
     run_phase(out, "raise", "raise", [2], ITERATIONS)
     run_phase(out, "off", "off", [3], 1)  # the last update of the iteration, so no NaN forward follows
-    shutdown_distributed()
+    torch.distributed.destroy_process_group()
     return 0
 
 
