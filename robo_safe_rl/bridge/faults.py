@@ -13,9 +13,10 @@ Two wrappers, placed around :class:`~robo_safe_rl.bridge.safe_step.SafeStep` as 
 
 Each injector draws from its own ``numpy`` Generator seeded with ``(cfg.seed, env_index, side)``, so a drill
 replays exactly, and counts what it injected in ``injector.injected`` (one counter per kind, named as the config
-fields). Each injected fault is one incident of the kind in :data:`KIND_OF_FAULT` when it reaches SafeStep, so a
-test can check ``recorded + dropped == injected``. A physics error ends the step: the other env-side faults drawn
-for it are not injected (nor counted). Resets are never faulted.
+fields). Each injected fault is one incident of the kind in
+:data:`~robo_safe_rl.safety.incident_kinds.KIND_OF_FAULT` when it reaches SafeStep, so a test can check
+``recorded + dropped == injected``. A physics error ends the step: the other env-side faults drawn for it are not
+injected (nor counted). Resets are never faulted.
 """
 
 from __future__ import annotations
@@ -30,19 +31,8 @@ import numpy as np
 from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.config.safe_step import EnvFaultConfig, NonFiniteValue
 from robo_safe_rl.errors import PhysicsError
-from robo_safe_rl.safety.sanitize import IncidentKind
 
 logger = logging.getLogger(__name__)
-
-#: The incident kind each injected fault produces at SafeStep (a blow-up so large that the engine's numbers overflow
-#: would show as ``nonfinite_state`` instead; the default scale of 10 stays finite).
-KIND_OF_FAULT: dict[str, IncidentKind] = {
-    "action_nonfinite": IncidentKind.nonfinite_action,
-    "obs_nonfinite": IncidentKind.nonfinite_obs,
-    "reward_nonfinite": IncidentKind.nonfinite_reward,
-    "physics_error": IncidentKind.physics_error,
-    "state_blowup": IncidentKind.implausible_state,
-}
 
 _VALUES = (np.nan, np.inf, -np.inf)
 _SIDE_ACTION, _SIDE_ENV = 0, 1

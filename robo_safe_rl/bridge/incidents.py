@@ -87,7 +87,9 @@ from typing import Any
 import numpy as np
 
 from robo_safe_rl.errors import IncidentError
-from robo_safe_rl.safety.sanitize import IncidentKind
+from robo_safe_rl.fileio import atomic_open
+from robo_safe_rl.safety.finite import json_float, json_floats
+from robo_safe_rl.safety.incident_kinds import IncidentKind
 
 logger = logging.getLogger(__name__)
 
@@ -130,21 +132,6 @@ def exception_name(err: BaseException) -> str:
     builtins without their module (``RuntimeError``)."""
     kind = type(err)
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-
-
-def json_float(x: float) -> float | str:
-    """A float as strict JSON allows: the number when finite, else ``"nan"``, ``"inf"`` or ``"-inf"``."""
-    x = float(x)
-    if math.isfinite(x):
-        return x
-    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-
-
-def json_floats(x: np.ndarray | None) -> list[float | str] | None:
-    """An array as a flat list of :func:`json_float` (``None`` stays ``None``)."""
-    if x is None:
-        return None
-    return [json_float(v) for v in np.asarray(x, dtype=np.float64).reshape(-1)]
 
 
 @dataclass
@@ -301,16 +288,6 @@ class IncidentRecorder:
         """Add ``steps`` env steps to the global step count (starting from 0 if none was set)."""
         self.global_step = (self.global_step or 0) + int(steps)
 
-    @property
-    def records(self) -> int:
-        """Records in the directory (earlier runs into it included)."""
-        return self._next_id
-
-    @property
-    def bytes_used(self) -> int:
-        """Bytes the directory holds, as accounted by this recorder."""
-        return self._bytes
-
     def record(self, incident: Incident) -> bool:
         """Write one incident, or count it as dropped when a cap is reached.
 
@@ -342,17 +319,16 @@ class IncidentRecorder:
                 return self._drop(kinds, f"it cannot be written as JSON: {err}")
             if self._bytes + _npz_size_bound(arrays) + len(text) > self.max_bytes:
                 return self._drop(kinds, f"the cap of {self.max_bytes / _MIB:.1f} MiB is reached")
-            path, tmp = self.directory / name, self.directory / f".{name}.tmp"
+            path = self.directory / name
             try:
-                with tmp.open("wb") as f:
+                # Not fsync'd: records come in storms on the envs' step path; a kill still never leaves a half file.
+                with atomic_open(path, durable=False) as f:
                     np.savez(f, **arrays)
-                os.replace(tmp, path)
                 size = path.stat().st_size
                 self._append_line(text)
             except OSError as err:
-                for leftover in (tmp, path):
-                    with contextlib.suppress(OSError):
-                        leftover.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
                 return self._drop(kinds, f"writing it failed: {err}")
             self._next_id += 1
             self._bytes += size + len(text)
@@ -380,10 +356,6 @@ class IncidentRecorder:
         self._warn.warning("drop", "incident record (%s) not written to %s: %s", "+".join(kinds), self.directory, why)
         return False
 
-    def stats(self) -> dict[str, int]:
-        """Counters of this recorder: ``incidents_written``, ``incidents_dropped``."""
-        return {"incidents_written": self.written, "incidents_dropped": self.dropped}
-
 
 def _npz_size_bound(arrays: dict[str, np.ndarray]) -> int:
     """An upper bound of the size of ``np.savez(arrays)``: the data, plus per array a .npy header (128 bytes) and the
@@ -398,8 +370,6 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, np.generic):
         item = value.item()
         return json_float(item) if isinstance(item, float) else item
-    if isinstance(value, (IncidentKind,)):
-        return value.value
     raise TypeError(f"cannot write {type(value).__name__} into an incident record")
 
 

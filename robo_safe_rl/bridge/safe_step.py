@@ -48,22 +48,14 @@ from typing import Any, SupportsFloat, cast
 import gymnasium as gym
 import numpy as np
 
+from robo_safe_rl.bridge.history import HistoryRing
 from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder, RateLimitedLog, exception_name
 from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.config.safe_step import SafeStepConfig
 from robo_safe_rl.errors import ConfigError, PhysicsError, RecoveryError
-from robo_safe_rl.safety.sanitize import (
-    COUNTER_OF_KIND,
-    IncidentKind,
-    SanitizedAction,
-    all_finite,
-    classify_step,
-    describe_nonfinite,
-    make_action_test,
-    needs_rebuild,
-    nonfinite_state_keys,
-    sanitize_action,
-)
+from robo_safe_rl.safety.finite import all_finite, describe_nonfinite, nonfinite_state_keys
+from robo_safe_rl.safety.incident_kinds import COUNTER_OF_KIND, IncidentKind, classify_step, needs_rebuild
+from robo_safe_rl.safety.sanitize import SanitizedAction, make_action_test, sanitize_action
 
 logger = logging.getLogger(__name__)
 # Shared by all envs of the process: a fault storm across 16 envs logs a handful of lines per kind, then one a minute.
@@ -165,12 +157,11 @@ class SafeStep(gym.Wrapper):
         self.action_names: list[str] | None = list(self._sim.action_names) if self._sim is not None else None
 
         obs_dtype = obs_space.dtype if np.issubdtype(obs_space.dtype, np.floating) else np.float64
-        k = self._k = self.cfg.history_len
+        k = self.cfg.history_len
         self._state_interval = self.cfg.state_interval
-        self._hist_obs = np.zeros((k, *obs_space.shape), dtype=obs_dtype)
-        self._hist_act = np.zeros((k, *act_space.shape), dtype=act_space.dtype)
-        self._hist_ptr = 0
-        self._hist_count = 0
+        self._history = HistoryRing(
+            k, [np.zeros((k, *obs_space.shape), dtype=obs_dtype), np.zeros((k, *act_space.shape), act_space.dtype)]
+        )
         self._last_obs: np.ndarray = np.zeros(obs_space.shape, dtype=obs_dtype)
         self._snapshot: dict[str, np.ndarray] | None = None
         self._snapshot_step = 0
@@ -198,7 +189,8 @@ class SafeStep(gym.Wrapper):
         self, *, seed: int | None, options: dict[str, Any] | None, rebuild: bool
     ) -> tuple[np.ndarray, dict]:
         # Records of a failed reset carry no history or snapshot: both belonged to the episode that ended.
-        self._hist_count = self._hist_ptr = self._episode_step = 0
+        self._history.clear()
+        self._episode_step = 0
         self._snapshot = None
         last_error: BaseException | None = None
         reason = ""
@@ -228,14 +220,13 @@ class SafeStep(gym.Wrapper):
 
     def _check_reset(self, obs: np.ndarray) -> tuple[list[IncidentKind], str]:
         reason = self._sim.check_state() if self._check_state and self._sim is not None else None
-        if reason is None and np.isfinite(obs).all():
+        if reason is None and all_finite(obs):
             return [], ""
         return self._classify(obs, 0.0, reason)
 
     def _start_episode(self, obs: np.ndarray) -> None:
         self._last_obs = obs
-        self._hist_ptr = 0
-        self._hist_count = 0
+        self._history.clear()
         self._episode_step = 0
         self._snapshot = None
         self._snapshot_step = 0
@@ -273,12 +264,7 @@ class SafeStep(gym.Wrapper):
             sanitized = sanitize_action(raw, self._low, self._high, out=self._clean_buf)
             applied = sanitized.values
             self.counters["actions_sanitised"] += sanitized.nonfinite + sanitized.clipped
-        if self._k:
-            ptr = self._hist_ptr
-            self._hist_obs[ptr] = self._last_obs
-            self._hist_act[ptr] = applied
-            self._hist_ptr = ptr + 1 if ptr + 1 < self._k else 0
-            self._hist_count += 1
+        self._history.push(self._last_obs, applied)
         if sanitized is not None and sanitized.nonfinite:
             self._record_action_incident(raw, sanitized)
 
@@ -309,7 +295,7 @@ class SafeStep(gym.Wrapper):
         """Kinds and a one-line reason for a result that failed the fast checks (may raise a physics error)."""
         state = self._sim.get_sim_state() if self._sim is not None else None
         bad_keys = nonfinite_state_keys(state) if state is not None else []
-        obs_finite = bool(np.isfinite(obs).all())
+        obs_finite = all_finite(obs)
         reward_finite = math.isfinite(float(reward))
         kinds = classify_step(
             obs_finite=obs_finite,
@@ -437,7 +423,7 @@ class SafeStep(gym.Wrapper):
         if self.recorder is None:
             return
         snapshot, age = state if state is not None else (self._snapshot, self._episode_step - 1 - self._snapshot_step)
-        history_obs, history_act = self._history()
+        history_obs, history_act = self._history.read()
         incident = Incident(
             kind=kinds[0],
             kinds=list(kinds),
@@ -468,15 +454,3 @@ class SafeStep(gym.Wrapper):
         )
         if not self.recorder.record(incident):
             self.counters["incidents_dropped"] += 1
-
-    def _history(self) -> tuple[np.ndarray, np.ndarray]:
-        """The last (observation, action) pairs of the episode, oldest first. Shapes: (H, *obs), (H, *act)."""
-        k = self._k
-        if self._hist_count < k:
-            n = self._hist_count
-            return self._hist_obs[:n].copy(), self._hist_act[:n].copy()
-        p = self._hist_ptr
-        return (
-            np.concatenate((self._hist_obs[p:], self._hist_obs[:p])),
-            np.concatenate((self._hist_act[p:], self._hist_act[:p])),
-        )

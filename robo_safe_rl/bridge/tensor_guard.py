@@ -32,10 +32,12 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from robo_safe_rl.bridge.history import HistoryRing
 from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder, RateLimitedLog
 from robo_safe_rl.config.safe_step import TensorGuardConfig
 from robo_safe_rl.errors import ConfigError
-from robo_safe_rl.safety.sanitize import COUNTER_OF_KIND, IncidentKind, describe_nonfinite
+from robo_safe_rl.safety.finite import all_finite, describe_nonfinite
+from robo_safe_rl.safety.incident_kinds import COUNTER_OF_KIND, IncidentKind
 
 logger = logging.getLogger(__name__)
 
@@ -137,11 +139,9 @@ class GuardedVecEnv(VecEnv):
         self.step_count = 0
         self._warn = RateLimitedLog(logger)
         self._low, self._high = self._resolve_bounds(action_low, action_high)
-        self._k = self.guard_cfg.history_len
-        self._hist_ptr = 0
-        self._hist_count = 0
-        self._hist_act: torch.Tensor | None = None
-        self._hist_obs: dict[str, torch.Tensor] | None = None
+        # Buffers: the actions, then one per observation leaf (named in _hist_names), allocated at the first push.
+        self._history = HistoryRing(self.guard_cfg.history_len)
+        self._hist_names: list[str] = []
         self._last_obs: TensorDict | None = None
 
     def _resolve_bounds(
@@ -225,20 +225,16 @@ class GuardedVecEnv(VecEnv):
         return bad if bad is not None else torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
     def _push_history(self, clean: torch.Tensor) -> None:
-        if not self._k or self._last_obs is None:
+        if not self._history.capacity or self._last_obs is None:
             return
         leaves = _leaves(self._last_obs)
-        if self._hist_act is None or self._hist_obs is None:
-            self._hist_act = torch.zeros((self._k, *clean.shape), dtype=clean.dtype, device=clean.device)
-            self._hist_obs = {
-                name: torch.zeros((self._k, *v.shape), dtype=v.dtype, device=v.device) for name, v in leaves
-            }
-        p = self._hist_ptr
-        self._hist_act[p].copy_(clean)
-        for name, value in leaves:
-            self._hist_obs[name][p].copy_(value)
-        self._hist_ptr = (p + 1) % self._k
-        self._hist_count += 1
+        if self._history.buffers is None:
+            k = self._history.capacity
+            self._hist_names = [name for name, _ in leaves]
+            self._history.buffers = [clean.new_zeros((k, *clean.shape))] + [
+                v.new_zeros((k, *v.shape)) for _, v in leaves
+            ]
+        self._history.push(clean, *(value for _, value in leaves))
 
     def _handle(
         self,
@@ -305,12 +301,12 @@ class GuardedVecEnv(VecEnv):
         if raw_row is not None and IncidentKind.nonfinite_action in kinds:
             reasons.append(f"action: {describe_nonfinite(raw_row)}")
         for key, value in obs_row.items():
-            if value.dtype.kind == "f" and not np.isfinite(value).all():
+            if value.dtype.kind == "f" and not all_finite(value):
                 reasons.append(f"observation {key}: {describe_nonfinite(value)}")
         reward = None if rewards is None else float(rewards.reshape(rewards.shape[0], -1)[row, 0])
         if IncidentKind.nonfinite_reward in kinds:
             reasons.append(f"reward {reward}")
-        history_obs, history_act = self._history(row)
+        history_obs, history_act = self._history_of(row)
         incident = Incident(
             kind=kinds[0],
             kinds=kinds,
@@ -333,12 +329,8 @@ class GuardedVecEnv(VecEnv):
         if not self.recorder.record(incident):
             self.counters["incidents_dropped"] += 1
 
-    def _history(self, row: int) -> tuple[dict[str, np.ndarray] | None, np.ndarray | None]:
-        if self._hist_act is None or self._hist_obs is None:
+    def _history_of(self, row: int) -> tuple[dict[str, np.ndarray] | None, np.ndarray | None]:
+        if self._history.buffers is None:
             return None, None
-        n = min(self._hist_count, self._k)
-        order = [(self._hist_ptr - n + i) % self._k for i in range(n)]
-        index = torch.tensor(order, device=self._hist_act.device, dtype=torch.long)
-        acts = self._hist_act.index_select(0, index)[:, row].cpu().numpy()
-        obs = {key: buf.index_select(0, index)[:, row].cpu().numpy() for key, buf in self._hist_obs.items()}
-        return obs, acts
+        acts, *obs = (buffer[:, row].cpu().numpy() for buffer in self._history.read())
+        return dict(zip(self._hist_names, obs, strict=True)), acts

@@ -1,8 +1,7 @@
-"""Checkpoint inspection (NaN/Inf per tensor, last clean checkpoint of a run) and finite-only, atomic saving."""
+"""Checkpoint inspection: NaN/Inf per tensor, the last clean checkpoint of a run."""
 
 from __future__ import annotations
 
-from robo_safe_rl.checkpoint.io import SaveResult, atomic_torch_save, find_nonfinite, save_checkpoint_if_finite
 from robo_safe_rl.checkpoint.loading import Format, LoadedCheckpoint, open_checkpoint
 from robo_safe_rl.checkpoint.report import (
     CheckpointReport,
@@ -14,7 +13,7 @@ from robo_safe_rl.checkpoint.report import (
     list_checkpoints,
     to_json,
 )
-from robo_safe_rl.checkpoint.stats import Part, TensorRow, all_finite_flag, classify_part, tensor_stats, walk_tensors
+from robo_safe_rl.checkpoint.stats import Part, TensorRow, classify_part, tensor_stats
 
 __all__ = [
     "CheckpointReport",
@@ -22,20 +21,14 @@ __all__ = [
     "LoadedCheckpoint",
     "Part",
     "RunReport",
-    "SaveResult",
     "Status",
     "TensorRow",
-    "all_finite_flag",
-    "atomic_torch_save",
     "classify_part",
     "exit_code",
-    "find_nonfinite",
     "inspect_file",
     "inspect_run_dir",
     "list_checkpoints",
     "open_checkpoint",
-    "save_checkpoint_if_finite",
     "tensor_stats",
     "to_json",
-    "walk_tensors",
 ]

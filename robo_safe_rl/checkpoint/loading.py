@@ -24,8 +24,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from robo_safe_rl.checkpoint.pages import MappedFile
-from robo_safe_rl.checkpoint.stats import walk_tensors
 from robo_safe_rl.errors import CheckpointError
+from robo_safe_rl.safety.finite import walk_tensors
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_PROTO = 0x80

@@ -18,7 +18,7 @@ from robo_safe_rl.diagnose.action import ActionFinding, ComponentIssue, analyse_
 from robo_safe_rl.diagnose.attribution import ACTION_CAUSES, CAUSE_TITLES, Cause, attribute
 from robo_safe_rl.diagnose.evidence import CheckpointFinding, EventFinding, correlate
 from robo_safe_rl.diagnose.inputs import IncidentSource, LoadedIncident, resolve
-from robo_safe_rl.diagnose.outcome import Outcome, ReplayResult, StepOutcome, classify_outcome
+from robo_safe_rl.diagnose.outcome import ReplayResult, StepOutcome, classify_outcome
 from robo_safe_rl.diagnose.pipeline import ReplayMode, diagnose_source
 from robo_safe_rl.diagnose.replay import replay_incident
 from robo_safe_rl.diagnose.report import JSON_SCHEMA, DiagnoseReport, Group, IncidentDiagnosis
@@ -38,7 +38,6 @@ __all__ = [
     "IncidentDiagnosis",
     "IncidentSource",
     "LoadedIncident",
-    "Outcome",
     "ReplayMode",
     "ReplayResult",
     "StepOutcome",

@@ -6,12 +6,12 @@ Pure functions over a record's arrays; nothing here steps an env.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from robo_safe_rl.bridge.incidents import json_float, json_floats
+from robo_safe_rl.safety.finite import json_fields, json_floats
 
 
 @dataclass(frozen=True)
@@ -45,15 +45,7 @@ class ComponentIssue:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (non-finite numbers as ``"nan"``, ``"inf"``, ``"-inf"``)."""
-        return {
-            "index": self.index,
-            "name": self.name,
-            "value": json_float(self.value),
-            "low": None if self.low is None else json_float(self.low),
-            "high": None if self.high is None else json_float(self.high),
-            "problem": self.problem,
-            "excess": self.excess,
-        }
+        return asdict(self, dict_factory=json_fields)
 
 
 @dataclass(frozen=True)

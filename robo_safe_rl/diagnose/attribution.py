@@ -28,6 +28,7 @@ from typing import Any
 
 from robo_safe_rl.diagnose.action import ActionFinding
 from robo_safe_rl.diagnose.outcome import ReplayResult, StepOutcome
+from robo_safe_rl.safety.incident_kinds import BLOWUP_KINDS
 
 
 class Cause(str, Enum):
@@ -61,9 +62,6 @@ POLICY_CAUSES: frozenset[Cause] = frozenset(
 
 #: A finite reward beyond this magnitude is reported with a replay (Ant earns 1 to 3 per step).
 HUGE_REWARD = 1.0e6
-
-#: Incident kinds that are state blow-ups (rule 4).
-BLOWUP_KINDS: frozenset[str] = frozenset({"nonfinite_state", "implausible_state"})
 
 
 def attribute(record: dict[str, Any], finding: ActionFinding, replay: ReplayResult | None = None) -> tuple[Cause, str]:
@@ -122,7 +120,7 @@ def _replay_verdict(record: dict[str, Any], replay: ReplayResult | None) -> str:
         return "not replayed"
     if not replay.possible or replay.raw is None:
         return f"no replay: {replay.why_not}"
-    outcome = replay.raw.outcome.value
+    outcome = replay.raw.label
     if replay.sanitised_sound:
         return (
             f"the raw action reproduces a {outcome} and the sanitised one does not: it caused the {record.get('kind')}"

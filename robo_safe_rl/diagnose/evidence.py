@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robo_safe_rl.bridge.faults import KIND_OF_FAULT
 from robo_safe_rl.checkpoint.report import Status, inspect_file
 from robo_safe_rl.checkpoint.stats import Part
 from robo_safe_rl.errors import CheckpointError
 from robo_safe_rl.rundir import checkpoint_iteration
+from robo_safe_rl.safety.incident_kinds import KIND_OF_FAULT
 
 logger = logging.getLogger(__name__)
 

@@ -6,25 +6,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from robo_safe_rl.bridge.incidents import json_float, json_floats
-from robo_safe_rl.safety.sanitize import nonfinite_state_keys
+from robo_safe_rl.safety.finite import json_fields, nonfinite_state_keys
+from robo_safe_rl.safety.incident_kinds import IncidentKind, classify_step
 
-
-class Outcome(str, Enum):
-    """What one replayed step did, most severe first (the incident kinds of a step, or ``sound``)."""
-
-    physics_error = "physics_error"
-    nonfinite_state = "nonfinite_state"
-    implausible_state = "implausible_state"
-    nonfinite_obs = "nonfinite_obs"
-    nonfinite_reward = "nonfinite_reward"
-    sound = "sound"
+#: The ``outcome`` of a step that showed no incident kind, in reports (not an incident kind itself).
+SOUND = "sound"
 
 
 @dataclass(frozen=True)
@@ -33,7 +24,7 @@ class StepOutcome:
 
     Attributes:
         action: The action applied. Shape: (A,).
-        outcome: Its classification.
+        outcome: The step's primary incident kind; ``None`` for a sound step.
         reason: One line: the exception, the non-finite state arrays, the ``check_state`` reason, or ``None``.
         reward: The reward (``None`` when the step raised).
         state_before: The simulator state before the step.
@@ -41,7 +32,7 @@ class StepOutcome:
     """
 
     action: np.ndarray
-    outcome: Outcome
+    outcome: IncidentKind | None
     reason: str | None
     reward: float | None
     state_before: dict[str, np.ndarray] | None
@@ -50,24 +41,22 @@ class StepOutcome:
     @property
     def faulty(self) -> bool:
         """Whether the step showed any fault."""
-        return self.outcome is not Outcome.sound
+        return self.outcome is not None
+
+    @property
+    def label(self) -> str:
+        """The outcome as reports name it: the incident kind, or ``"sound"``."""
+        return SOUND if self.outcome is None else self.outcome.value
 
     def describe(self) -> str:
         """``"nonfinite_state: non-finite state in base_pos, ..."`` or ``"sound (reward 0.91)"``."""
         if self.faulty:
-            return f"{self.outcome.value}: {self.reason}"
-        return f"sound (reward {self.reward:.4g})" if self.reward is not None else "sound"
+            return f"{self.label}: {self.reason}"
+        return f"{SOUND} (reward {self.reward:.4g})" if self.reward is not None else SOUND
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready values."""
-        return {
-            "action": json_floats(self.action),
-            "outcome": self.outcome.value,
-            "reason": self.reason,
-            "reward": None if self.reward is None else json_float(self.reward),
-            "state_before": _state_json(self.state_before),
-            "state_after": _state_json(self.state_after),
-        }
+        """JSON-ready values (state arrays as flat lists)."""
+        return {**asdict(self, dict_factory=json_fields), "outcome": self.label}
 
 
 @dataclass
@@ -118,32 +107,19 @@ class ReplayResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (schema in :mod:`robo_safe_rl.diagnose.report`)."""
+        steps = {"raw": self.raw, "sanitised": self.sanitised, "after_fault": self.after_fault}
         return {
-            "possible": self.possible,
-            "why_not": self.why_not,
-            "env_id": self.env_id,
-            "snapshot_age": self.snapshot_age,
-            "obs_deviation": self.obs_deviation,
-            "pre_state_reason": self.pre_state_reason,
+            **asdict(self, dict_factory=json_fields),
+            **{key: None if step is None else step.to_dict() for key, step in steps.items()},
             "reproduced": self.reproduced,
-            "raw": None if self.raw is None else self.raw.to_dict(),
-            "sanitised": None if self.sanitised is None else self.sanitised.to_dict(),
             "sanitised_sound": self.sanitised_sound,
-            "steps_after": self.steps_after,
-            "sound_steps_after": self.sound_steps_after,
-            "after_fault": None if self.after_fault is None else self.after_fault.to_dict(),
-            "script": self.script,
         }
-
-
-def _state_json(state: dict[str, np.ndarray] | None) -> dict[str, Any] | None:
-    return None if state is None else {k: json_floats(np.atleast_1d(v)) for k, v in state.items()}
 
 
 def classify_outcome(
     *, state: dict[str, np.ndarray], check_reason: str | None, obs: np.ndarray, reward: float
-) -> tuple[Outcome, str | None]:
-    """Classify a completed step (the precedence of incident kinds).
+) -> tuple[IncidentKind | None, str | None]:
+    """Classify a completed step as SafeStep does (:func:`~robo_safe_rl.safety.incident_kinds.classify_step`).
 
     Args:
         state: The simulator state after the step.
@@ -152,16 +128,22 @@ def classify_outcome(
         reward: The reward it returned.
 
     Returns:
-        The outcome and its one-line reason (``None`` when sound).
+        The primary incident kind and its one-line reason; ``(None, None)`` when sound.
     """
     bad_keys = nonfinite_state_keys(state)
-    if bad_keys:
-        return Outcome.nonfinite_state, f"non-finite state in {', '.join(bad_keys)}"
-    if check_reason is not None:
-        return Outcome.implausible_state, check_reason
     bad_obs = np.flatnonzero(~np.isfinite(np.asarray(obs, dtype=np.float64).reshape(-1)))
-    if bad_obs.size:
-        return Outcome.nonfinite_obs, f"non-finite observation at {[int(i) for i in bad_obs[:8]]}"
-    if not math.isfinite(reward):
-        return Outcome.nonfinite_reward, f"reward {reward}"
-    return Outcome.sound, None
+    kinds = classify_step(
+        obs_finite=not bad_obs.size,
+        reward_finite=math.isfinite(reward),
+        state_finite=not bad_keys,
+        state_reason=check_reason,
+    )
+    if not kinds:
+        return None, None
+    reasons = {
+        IncidentKind.nonfinite_state: f"non-finite state in {', '.join(bad_keys)}",
+        IncidentKind.implausible_state: check_reason,
+        IncidentKind.nonfinite_obs: f"non-finite observation at {[int(i) for i in bad_obs[:8]]}",
+        IncidentKind.nonfinite_reward: f"reward {reward}",
+    }
+    return kinds[0], reasons[kinds[0]]

@@ -30,7 +30,8 @@ import numpy as np
 from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.bridge.safe_step import physics_error_types
 from robo_safe_rl.diagnose.action import ActionFinding
-from robo_safe_rl.diagnose.outcome import Outcome, ReplayResult, StepOutcome, classify_outcome
+from robo_safe_rl.diagnose.outcome import ReplayResult, StepOutcome, classify_outcome
+from robo_safe_rl.safety.incident_kinds import IncidentKind
 from robo_safe_rl.safety.sanitize import sanitize_action
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class _Task:
                 state=after, check_reason=self.sim.check_state(), obs=obs, reward=float(reward)
             )
         except self.errors as err:
-            return StepOutcome(action, Outcome.physics_error, f"{type(err).__name__}: {err}", None, before, None)
+            return StepOutcome(action, IncidentKind.physics_error, f"{type(err).__name__}: {err}", None, before, None)
         return StepOutcome(action, outcome, reason, float(reward), before, after)
 
     def close(self) -> None:

@@ -40,7 +40,7 @@ from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg, GuardMode
 from robo_safe_rl.errors import ConfigError, NonFiniteError, NonFiniteStateError
 from robo_safe_rl.safety.grad_guard import COUNTER_KEYS, GradGuard, Verdict, stack_scalars, sum_over_ranks
 from robo_safe_rl.training.grad_drill import GradDrill
-from robo_safe_rl.training.recovery import all_finite, learning_state_tensors
+from robo_safe_rl.training.recovery import nonfinite_layers
 
 logger = logging.getLogger(__name__)
 
@@ -353,7 +353,7 @@ class SafePPO(PPO):
 
     def _stop_if_state_nonfinite(self, cause: BaseException | None = None) -> None:
         """Raise :class:`NonFiniteStateError` (rollout dropped) if the weights or optimizer state are not finite."""
-        if all_finite(learning_state_tensors(self)):
+        if not nonfinite_layers(self):
             return
         self._end_update()
         self.storage.clear()

@@ -1,9 +1,11 @@
-"""Recovery: in-memory snapshots of the learning state, finite checks after an update, rollbacks.
+"""Recovery: finite checks of the learning state, in-memory snapshots, rollbacks, and finite-only checkpoints.
 
 What the gradient guard cannot stop (a non-finite value that reached the weights, the normaliser buffers or the
 optimizer's moments by another path, or a policy emitting non-finite actions) is handled here: the learning state
 goes back to the last good snapshot, the learning rate is lowered, and after ``max_rollbacks`` rollbacks in a row
-without a new good snapshot the run stops with a message that names the commands that explain it.
+without a new good snapshot the run stops with a message that names the commands that explain it. A checkpoint is
+written only when every tensor in it is finite, and atomically (:mod:`robo_safe_rl.fileio`), so the newest file of a
+run is always a good one.
 
 The state of one algorithm is its ``actor``, ``critic`` (normaliser buffers included: rsl-rl keeps them in the
 models' state dicts) and ``optimizer`` state dicts plus ``learning_rate``.
@@ -13,13 +15,15 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from robo_safe_rl.checkpoint.io import find_nonfinite
 from robo_safe_rl.errors import RecoveryError
+from robo_safe_rl.fileio import atomic_open
+from robo_safe_rl.safety.finite import describe_nonfinite, find_nonfinite
 
 log = logging.getLogger(__name__)
 
@@ -29,31 +33,51 @@ def models(alg: Any) -> tuple[torch.nn.Module, torch.nn.Module]:
     return getattr(alg, "_raw_actor", alg.actor), getattr(alg, "_raw_critic", alg.critic)
 
 
-def learning_state_tensors(alg: Any) -> list[torch.Tensor]:
-    """Every floating tensor of the learning state: parameters, buffers and optimizer state."""
-    tensors = [t for model in models(alg) for t in model.state_dict().values()]
-    for state in alg.optimizer.state_dict()["state"].values():
-        tensors.extend(v for v in state.values() if isinstance(v, torch.Tensor))
-    return [t for t in tensors if t.is_floating_point()]
-
-
-def all_finite(tensors: list[torch.Tensor]) -> bool:
-    """Whether every element of every tensor is finite: one host-device synchronisation per device in all."""
-    by_device: dict[torch.device, list[torch.Tensor]] = {}
-    for t in tensors:
-        by_device.setdefault(t.device, []).append(torch.isfinite(t).all())
-    return all(bool(torch.stack(flags).all()) for flags in by_device.values())
-
-
 def nonfinite_layers(alg: Any) -> list[str]:
-    """Names of the tensors of the learning state that hold NaN or Inf (for messages and records)."""
+    """Names of the tensors of the learning state (parameters, normaliser buffers, optimizer state) that hold NaN or
+    Inf, e.g. ``actor/mlp.0.weight``, ``optimizer/3/exp_avg``; empty when all are finite. One host-device
+    synchronisation per device."""
     actor, critic = models(alg)
     state = {
         "actor": actor.state_dict(),
         "critic": critic.state_dict(),
         "optimizer": alg.optimizer.state_dict()["state"],
     }
-    return [row.name for row in find_nonfinite(state)]
+    return [name for name, _ in find_nonfinite(state)]
+
+
+def save_checkpoint_if_finite(obj: Any, path: str | os.PathLike[str]) -> list[str]:
+    """Save a checkpoint atomically and durably, unless a tensor in it holds NaN or Inf.
+
+    A refused checkpoint is not written, so the previous good file stays the newest; the reason is logged as a
+    warning naming the file and the first offending tensors. Counting refusals is the caller's job.
+
+    Args:
+        obj: The checkpoint dict (weights, normaliser buffers, optimizer state, ...).
+        path: Final file name.
+
+    Returns:
+        The names of the tensors that made it refuse; empty when the checkpoint was written.
+
+    Raises:
+        OSError: The write itself failed; ``path`` is untouched (see :func:`robo_safe_rl.fileio.atomic_open`).
+    """
+    bad = find_nonfinite(obj)
+    if bad:
+        shown = "; ".join(f"{name}: {describe_nonfinite(t, max_items=3)}" for name, t in bad[:3])
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        log.warning(
+            "checkpoint %s not written: %d tensor(s) hold non-finite values (%s%s); expected all finite. "
+            "The previous checkpoint stays the newest.",
+            path,
+            len(bad),
+            shown,
+            more,
+        )
+        return [name for name, _ in bad]
+    with atomic_open(path) as f:
+        torch.save(obj, f)
+    return []
 
 
 @dataclass

@@ -37,11 +37,10 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
-from robo_safe_rl.checkpoint.io import save_checkpoint_if_finite
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.errors import NonFiniteError, NonFiniteStateError, RecoveryError
 from robo_safe_rl.training.policy_faults import PolicyFaults
-from robo_safe_rl.training.recovery import Recovery, all_finite, learning_state_tensors, nonfinite_layers
+from robo_safe_rl.training.recovery import Recovery, nonfinite_layers, save_checkpoint_if_finite
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +241,7 @@ class SafeRunner(OnPolicyRunner):
         reward_clip = self.cfg.get("reward_clip")
         start_it = self.next_iteration
         total_it = start_it + num_learning_iterations
-        if all_finite(learning_state_tensors(self.alg)):  # else keep the snapshot an earlier learn() left
+        if not nonfinite_layers(self.alg):  # else keep the snapshot an earlier learn() left
             self.recovery.take(self.alg, start_it - 1)
         it = start_it
         while it < total_it:
@@ -257,7 +256,7 @@ class SafeRunner(OnPolicyRunner):
                     except (RuntimeError, ValueError):
                         # A NaN action std makes torch's sampler raise ("normal expects all elements of std >=
                         # 0.0"): the fuse's business when the policy is non-finite, a real bug otherwise.
-                        if all_finite(learning_state_tensors(self.alg)):
+                        if not nonfinite_layers(self.alg):
                             raise
                         fuse_tripped = True
                         break
@@ -296,9 +295,9 @@ class SafeRunner(OnPolicyRunner):
             if stopped is None:
                 self.policy_faults.after_update(self.alg, it)
             # (2) Post-update check: weights, normaliser buffers and optimizer state, one sync.
-            if self._agree(stopped is not None or not all_finite(learning_state_tensors(self.alg))):
+            layers = nonfinite_layers(self.alg)
+            if self._agree(stopped is not None or bool(layers)):
                 self.counters["nonfinite_updates"] += 1
-                layers = nonfinite_layers(self.alg)
                 what = stopped or "non-finite learning state after the update"
                 self._rollback(it, f"{what} in {_names(layers)}", layers)
                 continue
@@ -381,14 +380,13 @@ class SafeRunner(OnPolicyRunner):
         saved = self.alg.save()
         saved["iter"] = self.current_learning_iteration
         saved["infos"] = infos
-        result = save_checkpoint_if_finite(saved, path)
-        if result:
+        bad = save_checkpoint_if_finite(saved, path)
+        if not bad:
             self.last_clean_checkpoint = path
             self.final_checkpoint = path
             self.logger.save_model(path, self.current_learning_iteration)
         else:
             self.counters["checkpoints_refused"] += 1
-            bad = [row.name for row in result.nonfinite]
             it = self.current_learning_iteration
             self._record_event({"iteration": it, "kind": "checkpoint_refused", "path": path, "layers": bad})
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from robo_safe_rl import SafeStep
-from robo_safe_rl.bridge.faults import KIND_OF_FAULT, ActionFaultInjector, EnvFaultInjector, sum_injected
+from robo_safe_rl.bridge.faults import ActionFaultInjector, EnvFaultInjector, sum_injected
 from robo_safe_rl.bridge.incidents import IncidentRecorder, read_incidents
 from robo_safe_rl.bridge.safe_step import sum_counters
 from robo_safe_rl.config.safe_step import EnvFaultConfig, NonFiniteValue
 from robo_safe_rl.errors import PhysicsError
-from robo_safe_rl.safety.sanitize import COUNTER_OF_KIND
+from robo_safe_rl.safety.incident_kinds import COUNTER_OF_KIND, KIND_OF_FAULT
 
 MakeEnv = Callable[..., gym.Env]
 PUSH = np.array([0.5, -0.25], dtype=np.float32)

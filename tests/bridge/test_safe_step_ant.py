@@ -12,11 +12,11 @@ import pybullet
 import pytest
 
 from robo_safe_rl import SafeStep
-from robo_safe_rl.bridge.faults import KIND_OF_FAULT, ActionFaultInjector, EnvFaultInjector, sum_injected
+from robo_safe_rl.bridge.faults import ActionFaultInjector, EnvFaultInjector, sum_injected
 from robo_safe_rl.bridge.incidents import IncidentRecorder, load_incident_arrays, read_incidents
 from robo_safe_rl.bridge.safe_step import sum_counters
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
-from robo_safe_rl.safety.sanitize import COUNTER_OF_KIND
+from robo_safe_rl.safety.incident_kinds import COUNTER_OF_KIND, KIND_OF_FAULT
 
 ANT_JOINTS = ["hip_1", "ankle_1", "hip_2", "ankle_2", "hip_3", "ankle_3", "hip_4", "ankle_4"]
 STATE_KEYS = {"base_pos", "base_orn", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel"}

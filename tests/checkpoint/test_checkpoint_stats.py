@@ -1,4 +1,4 @@
-"""Pure functions: per-tensor statistics, walking nested containers, naming the part of a tensor."""
+"""Pure functions: per-tensor statistics, naming the part of a tensor."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from robo_safe_rl.checkpoint import stats
-from robo_safe_rl.checkpoint.stats import Part, TensorRow, all_finite_flag, classify_part, tensor_stats, walk_tensors
+from robo_safe_rl.checkpoint.stats import Part, TensorRow, classify_part, tensor_stats
 
 NAN, INF = float("nan"), float("inf")
 NONFINITE = pytest.mark.parametrize(
@@ -118,22 +118,6 @@ def test_row_to_dict_is_json_ready() -> None:
     }
 
 
-def test_walk_nested_containers() -> None:
-    a, b, c = torch.zeros(1), torch.ones(2), torch.full((3,), 2.0)
-    shared = [c]
-    obj = {"x": [a, (b, {"y": c, "n": 3, "s": "text"})], "z": None, "again": shared, "same": shared}
-    names = [name for name, _ in walk_tensors(obj)]
-    # The list reached twice through "again" and "same" is walked once.
-    assert names == ["x/0", "x/1/0", "x/1/1/y", "again/0"]
-    assert list(walk_tensors(a, "t")) == [("t", a)]
-
-
-def test_walk_survives_a_cycle() -> None:
-    loop: list = [torch.zeros(1)]
-    loop.append(loop)
-    assert [name for name, _ in walk_tensors({"l": loop})] == ["l/0"]
-
-
 @pytest.mark.parametrize(
     ("name", "part"),
     [
@@ -161,22 +145,3 @@ def test_walk_survives_a_cycle() -> None:
 )
 def test_classify_part(name: str, part: Part) -> None:
     assert classify_part(name) is part
-
-
-@NONFINITE
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64])
-def test_all_finite_flag(dtype: torch.dtype, value: float, field: str) -> None:
-    clean = torch.tensor([[1.0, -2.0], [3.0, 4.0]]).to(dtype)
-    assert all_finite_flag(clean).item() is True
-    bad = clean.clone()
-    bad[1, 0] = value
-    assert all_finite_flag(bad).item() is False
-    assert all_finite_flag(bad.t()).item() is False  # non-contiguous view
-    assert all_finite_flag(bad).shape == ()
-
-
-def test_all_finite_flag_special_dtypes() -> None:
-    assert all_finite_flag(torch.empty(0)).item() is True
-    assert all_finite_flag(torch.tensor([1, 2])).item() is True
-    assert all_finite_flag(torch.tensor([True])).item() is True
-    assert all_finite_flag(torch.tensor([1.0, NAN]).to(torch.float8_e4m3fn)).item() is False

@@ -19,22 +19,22 @@ from robo_safe_rl.config.safe_step import SafeStepConfig
 from robo_safe_rl.diagnose.action import analyse_action
 from robo_safe_rl.diagnose.attribution import Cause
 from robo_safe_rl.diagnose.inputs import resolve
-from robo_safe_rl.diagnose.outcome import Outcome
 from robo_safe_rl.diagnose.pipeline import ReplayMode, diagnose_source
 from robo_safe_rl.diagnose.replay import replay_incident
+from robo_safe_rl.safety.incident_kinds import IncidentKind
 
 
 @pytest.mark.parametrize(
     ("rid", "component", "raw_outcome"),
     [
-        (0, "hip_2", Outcome.nonfinite_state),
-        (1, "hip_1", Outcome.nonfinite_reward),
-        (2, "ankle_4", Outcome.nonfinite_reward),
+        (0, "hip_2", IncidentKind.nonfinite_state),
+        (1, "hip_1", IncidentKind.nonfinite_reward),
+        (2, "ankle_4", IncidentKind.nonfinite_reward),
     ],
     ids=["nan", "+inf", "-inf"],
 )
 def test_nonfinite_action_replays_from_the_exact_state(
-    bad_actions_run: Path, copy_run, rid: int, component: str, raw_outcome: Outcome
+    bad_actions_run: Path, copy_run, rid: int, component: str, raw_outcome: IncidentKind
 ) -> None:
     run = copy_run(bad_actions_run)
     report = diagnose_source(resolve(f"{run}#{rid}"), steps_after=20)
@@ -46,7 +46,7 @@ def test_nonfinite_action_replays_from_the_exact_state(
     # set_sim_state restores the observation to ~1e-6 (link transforms lag the base by a substep).
     assert replay.obs_deviation is not None and replay.obs_deviation < 1e-4
     assert replay.raw is not None and replay.raw.outcome is raw_outcome and replay.reproduced
-    if raw_outcome is Outcome.nonfinite_reward:  # the task clipped the Inf torque: the state stayed finite
+    if raw_outcome is IncidentKind.nonfinite_reward:  # the task clipped the Inf torque: the state stayed finite
         assert all(np.isfinite(v).all() for v in replay.raw.state_after.values())  # type: ignore[union-attr]
     assert replay.sanitised_sound and replay.sound_steps_after == 20
     assert replay.script == str(run / "repro" / f"incident_{rid}.py") and Path(replay.script).is_file()
@@ -84,7 +84,7 @@ def test_extreme_action_bounded_by_the_task_is_not_the_cause_of_a_blowup(tmp_pat
     # Four recorded actions replayed from the snapshot land on the state the policy saw.
     assert replay.obs_deviation is not None and replay.obs_deviation < 1e-4
     # 1e10 is clipped to 1 by the task: the state stays sound; the stall cost makes the reward -1e10^2 * 0.1 / 8.
-    assert replay.raw is not None and replay.raw.outcome is Outcome.sound and not replay.reproduced
+    assert replay.raw is not None and replay.raw.outcome is None and not replay.reproduced
     assert replay.raw.reward == pytest.approx(-1.25e18, rel=1e-3)
     assert diagnosis.cause is Cause.env_fault and report.exit_code == 0
     assert "the action was extreme (1 of 8 components out of range: hip_1 = 1e+10 (above 1 by 1e+10))" in (
@@ -125,7 +125,7 @@ def test_a_dead_physics_client_is_an_engine_fault(tmp_path: Path) -> None:
     assert diagnosis.cause is Cause.env_fault and diagnosis.checkpoint is None
     # A fresh client steps the same legal action without complaint.
     assert diagnosis.replay is not None and diagnosis.replay.raw is not None
-    assert diagnosis.replay.raw.outcome is Outcome.sound
+    assert diagnosis.replay.raw.outcome is None
     assert report.verdicts() == [f"env/engine fault, not the action: {diagnosis.explanation}"]
     assert "Not connected to physics server" in report.verdicts()[0]
     assert report.exit_code == 0

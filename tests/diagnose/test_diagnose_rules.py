@@ -14,8 +14,9 @@ from robo_safe_rl.diagnose.action import analyse_action, component_issues
 from robo_safe_rl.diagnose.attribution import Cause, attribute
 from robo_safe_rl.diagnose.evidence import correlate, describe_event
 from robo_safe_rl.diagnose.inputs import LoadedIncident
-from robo_safe_rl.diagnose.outcome import Outcome, ReplayResult, StepOutcome, classify_outcome
+from robo_safe_rl.diagnose.outcome import ReplayResult, StepOutcome, classify_outcome
 from robo_safe_rl.diagnose.report import DiagnoseReport, Group, IncidentDiagnosis
+from robo_safe_rl.safety.incident_kinds import IncidentKind
 
 A = 8
 FINITE_OBS = np.zeros((3, 28))
@@ -51,12 +52,12 @@ def _with(component: int, value: float) -> list[float]:
     return raw
 
 
-def _step(outcome: Outcome, reward: float | None = 1.0) -> StepOutcome:
-    return StepOutcome(np.zeros(A), outcome, None if outcome is Outcome.sound else "why", reward, {}, {})
+def _step(outcome: IncidentKind | None, reward: float | None = 1.0) -> StepOutcome:
+    return StepOutcome(np.zeros(A), outcome, None if outcome is None else "why", reward, {}, {})
 
 
 def _replay(
-    raw: Outcome, sanitised: Outcome = Outcome.sound, pre: str | None = None, reward: float = 1.0
+    raw: IncidentKind | None, sanitised: IncidentKind | None = None, pre: str | None = None, reward: float = 1.0
 ) -> ReplayResult:
     return ReplayResult(possible=True, pre_state_reason=pre, raw=_step(raw, reward), sanitised=_step(sanitised))
 
@@ -115,16 +116,26 @@ def test_attribution_rules_without_replay(
 
 REPLAY_CASES = [
     # A legal action whose replay reproduces the blow-up stays the action's; one whose replay is sound does not.
-    (_legal(), _replay(Outcome.implausible_state), Cause.legal_action_blowup, "reproduced by the replay"),
-    (_legal(), _replay(Outcome.sound), Cause.env_fault, "from outside the recorded actions"),
-    (_legal(), _replay(Outcome.implausible_state, pre="base speed 52 m/s"), Cause.env_fault, "already unsound"),
+    (_legal(), _replay(IncidentKind.implausible_state), Cause.legal_action_blowup, "reproduced by the replay"),
+    (_legal(), _replay(None), Cause.env_fault, "from outside the recorded actions"),
+    (_legal(), _replay(IncidentKind.implausible_state, pre="base speed 52 m/s"), Cause.env_fault, "already unsound"),
     # An extreme action that the task bounds is not the cause (the explanation still names it, and a huge reward).
-    (_with(0, 1e10), _replay(Outcome.sound, reward=-1e19), Cause.env_fault, "extreme (1 of 8 components out of range"),
-    (_with(0, 1e10), _replay(Outcome.sound, reward=-1e19), Cause.env_fault, "reward is -1e+19"),
-    (_with(0, 1e10), _replay(Outcome.nonfinite_state), Cause.extreme_action, "the sanitised one does not: it caused"),
-    (_with(0, 1e10), _replay(Outcome.nonfinite_state, Outcome.nonfinite_state), Cause.extreme_action, "so does"),
+    (_with(0, 1e10), _replay(None, reward=-1e19), Cause.env_fault, "extreme (1 of 8 components out of range"),
+    (_with(0, 1e10), _replay(None, reward=-1e19), Cause.env_fault, "reward is -1e+19"),
+    (
+        _with(0, 1e10),
+        _replay(IncidentKind.nonfinite_state),
+        Cause.extreme_action,
+        "the sanitised one does not: it caused",
+    ),
+    (
+        _with(0, 1e10),
+        _replay(IncidentKind.nonfinite_state, IncidentKind.nonfinite_state),
+        Cause.extreme_action,
+        "so does",
+    ),
     # A non-finite action is the policy's whatever the replay shows.
-    (_with(0, np.nan), _replay(Outcome.sound), Cause.nonfinite_policy_output, "non-finite"),
+    (_with(0, np.nan), _replay(None), Cause.nonfinite_policy_output, "non-finite"),
 ]
 
 
@@ -162,7 +173,7 @@ def test_classify_outcome_in_the_order_of_incident_kinds(
     state: dict[str, np.ndarray], reason: str | None, obs: np.ndarray, reward: float, expected: str
 ) -> None:
     outcome, why = classify_outcome(state=state, check_reason=reason, obs=obs, reward=reward)
-    assert outcome.value == expected
+    assert (outcome.value if outcome is not None else "sound") == expected
     assert (why is None) == (expected == "sound")
 
 

@@ -19,7 +19,7 @@ from robo_safe_rl.apps.train import compose, main, to_train_config
 from robo_safe_rl.errors import RecoveryError
 from robo_safe_rl.rundir import EVENTS_FILE, RunDir
 from robo_safe_rl.training.env_builder import build_vec_env
-from robo_safe_rl.training.recovery import all_finite, learning_state_tensors
+from robo_safe_rl.training.recovery import nonfinite_layers
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import SafeRunner
 
@@ -103,7 +103,7 @@ def test_nan_action_std_is_caught_by_the_fuse_not_by_torch(tmp_path: Path) -> No
         runner.alg.actor.distribution.std_param.fill_(float("nan"))
     runner.learn(2)
     assert runner.counters["policy_fuse_trips"] == 1 and runner.recovery.rollbacks == 1
-    assert all_finite(learning_state_tensors(runner.alg))
+    assert nonfinite_layers(runner.alg) == []
     runner.env.close()
 
 
