@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from robo_safe_rl.bridge.incidents import JSONL_NAME
 from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.fileio import atomic_write_text
 from robo_safe_rl.rundir import layout
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -143,7 +144,7 @@ class RunDir:
 
     def write_config(self, resolved: dict[str, Any]) -> None:
         """Write the resolved configuration as ``config.yaml`` (atomically)."""
-        _write_text(self.config_path, OmegaConf.to_yaml(resolved))
+        self._write(self.config_path, OmegaConf.to_yaml(resolved))
 
     def read_config(self) -> dict[str, Any] | None:
         """The resolved configuration as plain data; ``None`` when absent or unreadable."""
@@ -171,7 +172,7 @@ class RunDir:
         }
         # JSON, not YAML: a hostile file cannot hide an alias bomb in it. A NaN (an unused fault value) is written as
         # Python's json writes and reads it.
-        _write_text(self.train_cfg_path, json.dumps(doc, indent=2) + "\n")
+        self._write(self.train_cfg_path, json.dumps(doc, indent=2) + "\n")
 
     def read_train_cfg(self) -> SavedTrainCfg | None:
         """The saved train dict; ``None`` when the run has none (a run of an older version).
@@ -210,7 +211,7 @@ class RunDir:
     def write_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
         """Save ``summary.json`` atomically, with its ``schema_version``; returns what was written."""
         doc = {"schema_version": SUMMARY_SCHEMA_VERSION, **summary}
-        _write_text(self.summary_path, json.dumps(doc, indent=2) + "\n")
+        self._write(self.summary_path, json.dumps(doc, indent=2) + "\n")
         return doc
 
     def read_summary(self) -> dict[str, Any]:
@@ -272,6 +273,12 @@ class RunDir:
                 notes.append(f"{path}:{number}: not a safety event (no iteration or kind), skipped")
         return events, notes
 
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
+        """Write ``text`` atomically and durably, making the run directory first if needed."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+
 
 def _same_run(resume: Path, root: Path) -> bool:
     """Whether ``resume`` (a checkpoint or a run directory) belongs to the run directory ``root``."""
@@ -284,11 +291,3 @@ def _same_run(resume: Path, root: Path) -> bool:
 
 def _is_size(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Write through a temporary file renamed over ``path``, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
