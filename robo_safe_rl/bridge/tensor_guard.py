@@ -19,7 +19,10 @@ per step (the rest counted in ``incidents_dropped``), with the last ``history_le
 the row (they may span an episode boundary: the guard does not see the env's resets).
 
 Counters (``guard.counters``): ``actions_sanitised`` (components changed), ``nonfinite_actions``,
-``nonfinite_obs``, ``nonfinite_rewards`` (rows), ``incidents_dropped``.
+``nonfinite_obs``, ``nonfinite_rewards`` (rows), ``incidents_dropped``. Trained through
+:class:`~robo_safe_rl.training.runner.SafeRunner`, they reach ``Safety/*`` and ``summary.json`` like SafeStep's
+(:meth:`GuardedVecEnv.safety_counters`), and incident records carry the training iteration (README, "Any rsl-rl
+VecEnv").
 """
 
 from __future__ import annotations
@@ -180,6 +183,25 @@ class GuardedVecEnv(VecEnv):
             raise AttributeError(name)
         return getattr(self.env, name)
 
+    # ---------------------------------------------------------------------- what SafeRunner asks an env for
+    def safety_counters(self) -> dict[str, int]:
+        """The guard's counters, plus the wrapped env's own ``safety_counters()`` when it has them (summed by name:
+        a value its SafeStep already cleaned never reaches the guard, so no event is counted twice). SafeRunner
+        writes them to ``Safety/*`` and ``summary.json``."""
+        inner = getattr(self.env, "safety_counters", None)
+        counters = dict(inner()) if callable(inner) else {}
+        for name, value in self.counters.items():
+            counters[name] = counters.get(name, 0) + value
+        return counters
+
+    def set_iteration(self, iteration: int) -> None:
+        """Write ``iteration`` into later incident records (SafeRunner calls this before each rollout)."""
+        if self.recorder is not None:
+            self.recorder.set_context(iteration=iteration)
+        inner = getattr(self.env, "set_iteration", None)
+        if callable(inner):
+            inner(iteration)
+
     # ---------------------------------------------------------------------------------------- the guard
     def get_observations(self) -> TensorDict:
         """The env's observations with non-finite rows zeroed (counted and recorded, phase ``observe``)."""
@@ -215,6 +237,8 @@ class GuardedVecEnv(VecEnv):
                 rew_bad=rew_bad,
             )  # fmt: skip
         self._last_obs = obs
+        if self.recorder is not None:  # records of this step carry the env steps before it, as SafeStep's do
+            self.recorder.advance(self.num_envs)
         return obs, rewards, dones, extras
 
     def _obs_rows(self, obs: TensorDict) -> torch.Tensor:
