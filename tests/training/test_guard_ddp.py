@@ -42,6 +42,7 @@ def tensors(saved: dict[str, Any]) -> list[torch.Tensor]:
     return [*saved["actor"].values(), *saved["critic"].values(), *state]
 
 
+@pytest.mark.slow  # the module's torchrun run trains two ranks: ~5 s alone
 @pytest.mark.parametrize("phase", ["skip", "zero"])
 def test_a_nan_on_rank_1_leaves_both_ranks_finite_and_bitwise_identical(ddp_run: Path, phase: str) -> None:
     rank0, rank1 = load(ddp_run, phase)
@@ -55,6 +56,7 @@ def test_a_nan_on_rank_1_leaves_both_ranks_finite_and_bitwise_identical(ddp_run:
         assert saved["error"] is None
 
 
+@pytest.mark.slow
 def test_raise_stops_every_rank_at_the_same_mini_batch(ddp_run: Path) -> None:
     rank0, rank1 = load(ddp_run, "raise")
     assert "a non-finite loss or gradient on another rank in iteration 0, mini-batch 2 (update 2), rank 0" in (
@@ -70,6 +72,7 @@ def test_raise_stops_every_rank_at_the_same_mini_batch(ddp_run: Path) -> None:
         assert torch.isfinite(a).all() and torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_without_the_guard_the_all_reduce_spreads_rank_1s_nan_to_both_ranks(ddp_run: Path) -> None:
     for saved in load(ddp_run, "off"):
         assert saved["faults"] == {"grad_nonfinite": 1}

@@ -143,9 +143,11 @@ def test_recovery_off_stops_at_once_with_exit_1_and_a_summary(tmp_path: Path) ->
     assert summary["iterations"] == 2 and summary["last_clean_checkpoint"] == str(run_dir / "model_0.pt")
 
 
+@pytest.mark.slow  # trains in a subprocess until model_6.pt, then resumes: ~4 s alone
 def test_resume_after_sigkill_loses_at_most_save_interval(tmp_path: Path) -> None:
     run_dir = tmp_path / "killed"
-    cmd = [sys.executable, "tools/train.py", *SMALL, "runner.max_iterations=1000", f"run_dir={run_dir}"]
+    # -u: every line the run printed before the kill is in the log, whatever the buffering of a redirected stdout.
+    cmd = [sys.executable, "-u", "tools/train.py", *SMALL, "runner.max_iterations=1000", f"run_dir={run_dir}"]
     log_path = tmp_path / "killed.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)

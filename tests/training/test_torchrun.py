@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # two ranks under torchrun: ~6 s alone, much more on a busy machine
 def test_two_cpu_ranks_agree_on_faults_of_one_rank(tmp_path: Path) -> None:
     run_dir = tmp_path / "ddp"
     cmd = [
