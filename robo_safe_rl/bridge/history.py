@@ -1,7 +1,8 @@
-"""The history ring: the last (observation, action) pairs an incident record carries.
+"""The history ring: the last (observation, action) pairs, which an incident record carries to replay a fault.
 
-SafeStep keeps one env's rows in numpy arrays, the tensor guard all envs' rows in tensors on their device; both are
-indexed alike (``buffer[i] = row`` copies, ``buffer[list]`` gathers a copy), so one ring serves both.
+SafeStep keeps one env's pairs in numpy arrays, the tensor guard all envs' pairs on their device (observations as a
+TensorDict, actions as a tensor). All three are indexed alike (``buffer[i] = row`` copies a row in, ``buffer[list]``
+gathers a copy), so one ring serves both.
 """
 
 from __future__ import annotations
@@ -10,39 +11,45 @@ from typing import Any
 
 
 class HistoryRing:
-    """The last ``capacity`` rows pushed into aligned, preallocated buffers, read back oldest first.
+    """The last ``capacity`` (observation, action) pairs pushed, read back oldest first.
 
     Args:
-        capacity: Rows kept; 0 keeps none (``push`` does nothing, ``read`` gives empty buffers).
-        buffers: One array or tensor per series, each of shape (capacity, *row); may be set later (when the row
-            shapes are known only at the first push).
+        capacity: Pairs kept; 0 keeps none (``push`` does nothing, ``read`` gives empty buffers).
+        obs: Observation buffer of shape (capacity, *obs row); may be set later, before the first push (when the
+            row shape is known only then).
+        actions: Action buffer of shape (capacity, *action row); likewise.
     """
 
-    def __init__(self, capacity: int, buffers: list[Any] | None = None) -> None:
+    def __init__(self, capacity: int, obs: Any = None, actions: Any = None) -> None:
         self.capacity = int(capacity)
-        self.buffers = buffers
+        self.obs = obs
+        self.actions = actions
         self.count = 0
-        """Rows pushed since the last :meth:`clear` (may exceed the capacity)."""
-        self._next = 0
+        """Pairs pushed since the last :meth:`clear` (may exceed the capacity)."""
+        self._next = 0 if self.capacity else -1  # -1: keeps nothing
 
     def clear(self) -> None:
-        """Forget every row (the buffers are kept)."""
-        self.count = self._next = 0
+        """Forget every pair (the buffers are kept)."""
+        self.count = 0
+        self._next = 0 if self.capacity else -1
 
-    def push(self, *rows: Any) -> None:
-        """Copy one row into each buffer, in the buffers' order, over the oldest row when full."""
-        if not self.capacity or self.buffers is None:
-            return
+    def push(self, obs: Any, action: Any) -> None:
+        """Copy one pair in, over the oldest when full. On SafeStep's clean path once per step, so kept minimal."""
         p = self._next
-        for buffer, row in zip(self.buffers, rows, strict=True):
-            buffer[p] = row
+        if p < 0:
+            return
+        self.obs[p] = obs
+        self.actions[p] = action
         self._next = p + 1 if p + 1 < self.capacity else 0
         self.count += 1
 
-    def read(self) -> list[Any]:
-        """Copies of the kept rows of every buffer, oldest first. Shape of each: (min(count, capacity), *row)."""
-        if self.buffers is None:
-            return []
+    def read(self) -> tuple[Any, Any]:
+        """Copies of the kept observations and actions, oldest first; ``(None, None)`` before the buffers exist.
+
+        Shapes: (min(count, capacity), *row) each.
+        """
+        if self.obs is None or self.actions is None:
+            return None, None
         n = min(self.count, self.capacity)
         order = [(self._next - n + i) % self.capacity for i in range(n)]
-        return [buffer[order] for buffer in self.buffers]
+        return self.obs[order], self.actions[order]

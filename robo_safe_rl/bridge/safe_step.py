@@ -160,7 +160,7 @@ class SafeStep(gym.Wrapper):
         k = self.cfg.history_len
         self._state_interval = self.cfg.state_interval
         self._history = HistoryRing(
-            k, [np.zeros((k, *obs_space.shape), dtype=obs_dtype), np.zeros((k, *act_space.shape), act_space.dtype)]
+            k, np.zeros((k, *obs_space.shape), dtype=obs_dtype), np.zeros((k, *act_space.shape), act_space.dtype)
         )
         self._last_obs: np.ndarray = np.zeros(obs_space.shape, dtype=obs_dtype)
         self._snapshot: dict[str, np.ndarray] | None = None

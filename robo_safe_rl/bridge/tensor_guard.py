@@ -142,9 +142,7 @@ class GuardedVecEnv(VecEnv):
         self.step_count = 0
         self._warn = RateLimitedLog(logger)
         self._low, self._high = self._resolve_bounds(action_low, action_high)
-        # Buffers: the actions, then one per observation leaf (named in _hist_names), allocated at the first push.
-        self._history = HistoryRing(self.guard_cfg.history_len)
-        self._hist_names: list[str] = []
+        self._history = HistoryRing(self.guard_cfg.history_len)  # buffers allocated at the first push
         self._last_obs: TensorDict | None = None
 
     def _resolve_bounds(
@@ -251,14 +249,11 @@ class GuardedVecEnv(VecEnv):
     def _push_history(self, clean: torch.Tensor) -> None:
         if not self._history.capacity or self._last_obs is None:
             return
-        leaves = _leaves(self._last_obs)
-        if self._history.buffers is None:
-            k = self._history.capacity
-            self._hist_names = [name for name, _ in leaves]
-            self._history.buffers = [clean.new_zeros((k, *clean.shape))] + [
-                v.new_zeros((k, *v.shape)) for _, v in leaves
-            ]
-        self._history.push(clean, *(value for _, value in leaves))
+        if self._history.obs is None:
+            k, obs = self._history.capacity, self._last_obs
+            self._history.obs = obs.unsqueeze(0).expand(k, *obs.batch_size).clone()
+            self._history.actions = clean.new_zeros((k, *clean.shape))
+        self._history.push(self._last_obs, clean)
 
     def _handle(
         self,
@@ -354,7 +349,7 @@ class GuardedVecEnv(VecEnv):
             self.counters["incidents_dropped"] += 1
 
     def _history_of(self, row: int) -> tuple[dict[str, np.ndarray] | None, np.ndarray | None]:
-        if self._history.buffers is None:
+        obs, actions = self._history.read()
+        if obs is None or actions is None:
             return None, None
-        acts, *obs = (buffer[:, row].cpu().numpy() for buffer in self._history.read())
-        return dict(zip(self._hist_names, obs, strict=True)), acts
+        return {name: v.cpu().numpy() for name, v in _leaves(obs[:, row])}, actions[:, row].cpu().numpy()
