@@ -189,10 +189,6 @@ class Incident:
             out[f"state.{key}"] = np.asarray(value)
         return out
 
-    def history_length(self) -> int:
-        """H, the number of (observation, action) pairs kept."""
-        return 0 if self.history_actions is None else len(self.history_actions)
-
     def to_json(self) -> dict[str, Any]:
         """The fields of the JSON line that this incident determines (see the module docstring)."""
         exc = self.exception
@@ -223,7 +219,7 @@ class Incident:
             "obs_groups": sorted(self.obs) if isinstance(self.obs, dict) else None,
             "sim_state_keys": list(self.sim_state or {}),
             "sim_state_age": None if self.sim_state is None else self.sim_state_age,
-            "history_len": self.history_length(),
+            "history_len": 0 if self.history_actions is None else len(self.history_actions),
             "extra": self.extra,
         }
 
