@@ -25,6 +25,7 @@ from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.checkpoint.policy import load_policy
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.rundir import CHECKPOINT_FILES, CONFIG_FILE, RunDir
+from robo_safe_rl.safety.finite import all_finite
 
 
 @dataclass
@@ -95,7 +96,7 @@ def play(
     try:
         while running.any():
             actions = policy.act(obs)
-            if not np.isfinite(actions[running]).all():
+            if not all_finite(actions[running]):
                 bad_at = int(lengths.max())
                 break
             for i in np.flatnonzero(running):

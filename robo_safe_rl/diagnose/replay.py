@@ -31,6 +31,7 @@ from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.bridge.safe_step import physics_error_types
 from robo_safe_rl.diagnose.action import ActionFinding
 from robo_safe_rl.diagnose.outcome import ReplayResult, StepOutcome, classify_outcome
+from robo_safe_rl.safety.finite import all_finite
 from robo_safe_rl.safety.incident_kinds import IncidentKind
 from robo_safe_rl.safety.sanitize import sanitize_action
 
@@ -178,7 +179,7 @@ def replay_incident(
 
 
 def _sanitised(finding: ActionFinding, raw: np.ndarray) -> np.ndarray:
-    if finding.applied is not None and np.isfinite(finding.applied).all():
+    if finding.applied is not None and all_finite(finding.applied):
         return np.asarray(finding.applied, dtype=raw.dtype)
     low = finding.low if finding.low is not None else np.full(raw.shape, -np.inf)
     high = finding.high if finding.high is not None else np.full(raw.shape, np.inf)
@@ -198,6 +199,6 @@ def _deviation(obs: np.ndarray, arrays: dict[str, np.ndarray]) -> float | None:
         return None
     seen = np.asarray(history[-1], dtype=np.float64).reshape(-1)
     restored = np.asarray(obs, dtype=np.float64).reshape(-1)
-    if seen.shape != restored.shape or not (np.isfinite(seen).all() and np.isfinite(restored).all()):
+    if seen.shape != restored.shape or not (all_finite(seen) and all_finite(restored)):
         return None
     return float(np.max(np.abs(seen - restored), initial=0.0))

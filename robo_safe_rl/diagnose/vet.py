@@ -28,6 +28,7 @@ from robo_safe_rl.diagnose.action import ActionFinding, component_issues
 from robo_safe_rl.diagnose.evidence import CheckpointCache, CheckpointFinding
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.rundir import CONFIG_FILE, RunDir
+from robo_safe_rl.safety.finite import all_finite
 
 DEFAULT_VET_STEPS = 1000
 #: A NaN policy emits a bad action every step; a few records are enough to replay and explain it.
@@ -225,7 +226,7 @@ def _run(policy: LoadedPolicy, env: SafeStep, report: VetReport, recorder: Incid
             else:
                 report.out_of_range_actions += 1
             if report.first_bad is None:
-                report.first_bad = BadAction(step, finding, bool(np.isfinite(obs).all()))
+                report.first_bad = BadAction(step, finding, all_finite(obs))
         obs, _, terminated, truncated, _ = env.step(action)
         report.steps_run = step + 1
         if recorder is not None:
