@@ -38,6 +38,7 @@ from tensordict import TensorDict
 
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg, GuardMode
 from robo_safe_rl.errors import ConfigError, NonFiniteError, NonFiniteStateError
+from robo_safe_rl.fileio import atomic_open
 from robo_safe_rl.safety.grad_guard import COUNTER_KEYS, GradGuard, Verdict, stack_scalars, sum_over_ranks
 from robo_safe_rl.training.grad_drill import GradDrill
 from robo_safe_rl.training.recovery import nonfinite_layers
@@ -423,6 +424,6 @@ class SafePPO(PPO):
             "optimizer_state_dict": _plain(self.optimizer.state_dict()),
         }
         os.makedirs(self.dump_dir, exist_ok=True)
-        torch.save(payload, path + ".tmp")
-        os.replace(path + ".tmp", path)
+        with atomic_open(path) as f:
+            torch.save(payload, f)
         return path
