@@ -15,7 +15,8 @@ from tiny_env import TinyEnv, train_cfg
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.train import main
-from robo_safe_rl.training.runner import EVENTS_FILE, SafeRunner
+from robo_safe_rl.rundir import EVENTS_FILE, SUMMARY_FILE
+from robo_safe_rl.training.runner import SafeRunner
 
 MINI_BATCHES = 2 * 2  # per update: tiny_env.train_cfg's 2 epochs x 2 mini-batches
 
@@ -76,7 +77,7 @@ def test_the_gradient_drill_without_the_guard_rolls_back_and_the_ant_run_complet
     small = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=3", "runner.save_interval=2"]
     drill = ["safety.grad_guard.mode=off", "faults.grad.at_updates=[3]"]
     assert main([*small, *drill, f"run_dir={run_dir}"]) == 0
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = json.loads((run_dir / SUMMARY_FILE).read_text())
     assert summary["status"] == "completed" and summary["iterations"] == 3
     # The rolled-back iteration repeats update index 3, but a scheduled fault fires once.
     assert summary["faults_injected"] == {"grad_nonfinite": 1}
