@@ -17,6 +17,7 @@ from tensordict import TensorDict
 
 from robo_safe_rl.bridge.incidents import IncidentRecorder, read_incidents
 from robo_safe_rl.bridge.tensor_guard import GuardedVecEnv
+from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.runner import SafeRunner
 
 NUM_ENVS, STEPS_PER_ENV, ITERATIONS = 8, 8, 3
@@ -87,9 +88,10 @@ def test_safe_runner_trains_on_a_guarded_torch_vec_env(tmp_path: Path) -> None:
     # same row as a bad observation: one record with two kinds). Rows counted: 3 obs, 3 rewards; records: 5.
     faults = {3: [("nan_obs", 2), ("nan_obs", 5), ("inf_reward", 5)], 5: [("inf_reward", 7)], 9: [("inf_reward", 7)]}
     faults[17] = [("nan_obs", 2)]
-    run_dir = tmp_path / "run"
-    guard = GuardedVecEnv(ReachVecEnv(faults), recorder=IncidentRecorder(run_dir / "incidents"), env_id="Reach")
-    runner = SafeRunner(guard, train_cfg(), str(run_dir), "cpu")
+    run = RunDir(tmp_path / "run")
+    run_dir = run.root
+    guard = GuardedVecEnv(ReachVecEnv(faults), recorder=IncidentRecorder(run.incidents_dir()), env_id="Reach")
+    runner = SafeRunner(guard, train_cfg(), str(run_dir), "cpu", files=run)
     runner.learn(ITERATIONS)
 
     assert guard.counters == {
@@ -102,7 +104,7 @@ def test_safe_runner_trains_on_a_guarded_torch_vec_env(tmp_path: Path) -> None:
     # The guard's counters are what SafeRunner reports (Safety/* in TensorBoard, summary.json's safety).
     safety = runner.safety_counters()
     assert safety["nonfinite_obs"] == 3 and safety["nonfinite_rewards"] == 3 and safety["rollbacks"] == 0
-    records = read_incidents(run_dir / "incidents")
+    records = read_incidents(run.incidents_dir())
     assert [(r["iteration"], r["global_step"], r["env_index"], r["kinds"]) for r in records] == [
         (0, 16, 2, ["nonfinite_obs"]),
         (0, 16, 5, ["nonfinite_obs", "nonfinite_reward"]),
@@ -112,7 +114,7 @@ def test_safe_runner_trains_on_a_guarded_torch_vec_env(tmp_path: Path) -> None:
     ]
     assert all(r["source"] == "tensor_guard" and r["env_id"] == "Reach" for r in records)
     # No NaN reached the policy (rsl-rl's check would have stopped the run) and every checkpoint is finite.
-    saved = sorted(run_dir.glob("model_*.pt"))
+    saved = run.checkpoints()
     assert [p.name for p in saved] == ["model_0.pt", "model_1.pt", "model_2.pt"]
     for path in saved:
         actor = torch.load(path, weights_only=True)["actor_state_dict"]
