@@ -29,7 +29,8 @@ class ClippedMLPModel(MLPModel):
     def __init__(self, *args: Any, obs_clip: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if obs_clip is not None and not obs_clip > 0:
-            raise ConfigError(f"invalid config value algo.obs_clip={obs_clip!r}: expected a number > 0 or null")
+            node = args[2] if len(args) > 2 else kwargs.get("obs_set", "model")  # rsl-rl's obs_set: actor or critic
+            raise ConfigError(f"invalid config value {node}.obs_clip={obs_clip!r}: expected a number > 0 or null")
         self.obs_clip = obs_clip
 
     def get_latent(self, obs: TensorDict, masks: torch.Tensor | None = None, hidden_state: Any = None) -> torch.Tensor:

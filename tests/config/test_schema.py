@@ -9,7 +9,8 @@ import pytest
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0: the task is checked before a run starts)
 from robo_safe_rl.apps.train import compose, main, to_train_config
-from robo_safe_rl.config.schema import AlgoConfig, TrainConfig
+from robo_safe_rl.config.agent import AlgorithmConfig, DistributionConfig
+from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
 
 
@@ -18,7 +19,7 @@ def test_defaults_compose_to_the_documented_values(tmp_path: Path) -> None:
     assert isinstance(cfg, TrainConfig)
     assert (cfg.task.name, cfg.task.env_id, cfg.task.num_envs) == ("ant", "RoboSafe/Ant-v0", 16)
     # rsl-rl / Isaac Lab locomotion defaults, as the ppo preset promises.
-    algo = cfg.algo
+    algo = cfg.algorithm
     assert (algo.learning_rate, algo.schedule.value, algo.desired_kl, algo.max_grad_norm) == (
         1e-3,
         "adaptive",
@@ -42,16 +43,19 @@ def test_default_run_dir_is_under_logs_experiment() -> None:
     ("override", "key"),
     [
         ("task.num_envs=0", "task.num_envs"),
-        ("algo.learning_rate=-1e-3", "algo.learning_rate"),
-        ("algo.gamma=1.5", "algo.gamma"),
-        ("algo.desired_kl=0", "algo.desired_kl"),
-        ("algo.actor_hidden_dims=[]", "algo.actor_hidden_dims"),
+        ("algorithm.learning_rate=-1e-3", "algorithm.learning_rate"),
+        ("algorithm.gamma=1.5", "algorithm.gamma"),
+        ("algorithm.desired_kl=0", "algorithm.desired_kl"),
+        ("actor.hidden_dims=[]", "actor.hidden_dims"),
+        ("critic.obs_clip=0", "critic.obs_clip"),
+        ("actor.distribution_cfg.std_range=[0.5,0.1]", "actor.distribution_cfg.std_range[1]"),
+        ("runner.reward_clip=-1", "runner.reward_clip"),
         ("runner.max_iterations=0", "runner.max_iterations"),
         ("device=gpu", "device"),
         ("faults.env.obs_nonfinite=2", "faults.env.obs_nonfinite"),
         ("safety.step.penalty=5", "safety.step.penalty"),
-        ("algo.activation=relu6", "algo.activation"),
-        ("task.num_envs=1 runner.num_steps_per_env=2", "algo.num_mini_batches"),
+        ("critic.activation=relu6", "critic.activation"),
+        ("task.num_envs=1 runner.num_steps_per_env=2", "algorithm.num_mini_batches"),
         ("+task.env_kwargs.bogus=1", "task.env_kwargs"),
     ],
 )
@@ -70,7 +74,7 @@ def test_invalid_values_exit_2_naming_the_key(
     ("override", "needle"),
     [
         ("task.num_env=4", "num_env"),  # a typo of num_envs
-        ("algo.learning_rat=1e-3", "learning_rat"),
+        ("algorithm.learning_rat=1e-3", "learning_rat"),
         ("task.num_envs=many", "num_envs"),
         ("algo=ppo_fast", "ppo_fast"),
         ("safety.grad_guard.mode=sometimes", "sometimes"),
@@ -83,12 +87,14 @@ def test_unknown_keys_and_bad_types_exit_2(override: str, needle: str, capsys: p
 
 
 def test_schema_checks_hold_outside_hydra_too() -> None:
-    with pytest.raises(ConfigError, match=r"algo\.std_max=0\.5: expected a finite number in \(1\.0, "):
-        AlgoConfig(std_min=1.0, std_max=0.5)
     with pytest.raises(
-        ConfigError, match=re.escape("algo.desired_kl=None: expected a number when algo.schedule=adaptive")
+        ConfigError, match=r"actor\.distribution_cfg\.std_range\[1\]=0\.5: expected a finite number in \(1\.0, "
     ):
-        AlgoConfig(desired_kl=None)
+        DistributionConfig(std_range=[1.0, 0.5])
+    with pytest.raises(
+        ConfigError, match=re.escape("algorithm.desired_kl=None: expected a number when algorithm.schedule=adaptive")
+    ):
+        AlgorithmConfig(desired_kl=None)
 
 
 def test_resume_refuses_a_corrupt_or_foreign_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -144,7 +144,7 @@ def act(actor: torch.nn.Module, obs: np.ndarray) -> np.ndarray:
 def write_config(run_dir: Path, *, hidden: list[int] = HIDDEN) -> None:
     """The run's ``config.yaml``, with the keys the diagnosis reads."""
     dims = "\n".join(f"  - {h}" for h in hidden)
-    text = f"task:\n  env_id: {ANT}\nalgo:\n  actor_hidden_dims:\n{dims}\n  activation: elu\n  obs_clip: null\n"
+    text = f"task:\n  env_id: {ANT}\nactor:\n  hidden_dims:\n{dims}\n  activation: elu\n  obs_clip: null\n"
     (run_dir / "config.yaml").write_text(text)
 
 

@@ -1,0 +1,182 @@
+"""The runner, algorithm and model nodes of the config, shaped like rsl-rl's train dict.
+
+rsl-rl 5.5 configures a run with one nested dict: the runner's settings at the top level, then ``algorithm`` (PPO's
+keyword arguments), ``actor`` and ``critic`` (the models' keyword arguments, the actor's output distribution nested as
+``distribution_cfg``). Isaac Lab's ``RslRlOnPolicyRunnerCfg`` has the same shape. These dataclasses keep it, key for
+key, so a value maps to rsl-rl's dict by its path: ``algorithm.desired_kl`` here is ``cfg["algorithm"]["desired_kl"]``
+there and ``runner.save_interval`` is ``cfg["save_interval"]``. The one function that builds the dict,
+:func:`robo_safe_rl.training.rsl_cfg.build_rsl_rl_cfg`, only adds class names and the safety settings.
+
+Keys that are this project's own additions, not rsl-rl's, say so in their documentation: ``runner.reward_clip``,
+``actor.obs_clip`` / ``critic.obs_clip``. Defaults are rsl-rl's and Isaac Lab's locomotion defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import ClassVar
+
+from robo_safe_rl.config.checks import float_in, int_in, require
+
+#: rsl-rl's activation names (``rsl_rl.utils.resolve_nn_activation``).
+ACTIVATIONS = frozenset(
+    {"elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish", "identity"}
+)
+
+
+class Schedule(Enum):
+    """rsl-rl's learning-rate schedule."""
+
+    adaptive = "adaptive"  # adapt the lr after every mini-batch to keep the KL near desired_kl
+    fixed = "fixed"
+
+
+class StdType(Enum):
+    """How the Gaussian policy parameterises its action std (rsl-rl's ``std_type``)."""
+
+    scalar = "scalar"
+    log = "log"
+
+
+@dataclass
+class RunnerConfig:
+    """The top level of rsl-rl's train dict: the rollout/update loop, checkpoints and logging."""
+
+    num_steps_per_env: int = 24
+    """Env steps per env per iteration; a batch is num_envs x num_steps_per_env transitions."""
+    max_iterations: int = 200
+    """Iterations to run (``learn(num_learning_iterations=...)``; after a resume: this many more)."""
+    save_interval: int = 50
+    """Write ``model_<iter>.pt`` every this many iterations (and at the end)."""
+    experiment_name: str = "${task.name}"
+    """Folder under ``logs/`` that groups the runs of one experiment."""
+    run_name: str = ""
+    """Shown in rsl-rl's iteration printout when set."""
+    check_for_nan: bool = True
+    """rsl-rl's own check of env outputs (raises on NaN; SafeStep should have removed them first). Ours checks Inf
+    too."""
+    reward_clip: float | None = None
+    """Addition (not rsl-rl's): clamp each step's reward to ``[-reward_clip, reward_clip]`` in the runner before PPO
+    sees it (episode returns in the logs stay unclipped); ``None`` leaves rewards alone."""
+
+    def __post_init__(self) -> None:
+        int_in("runner.num_steps_per_env", self.num_steps_per_env, 1)
+        int_in("runner.max_iterations", self.max_iterations, 1)
+        int_in("runner.save_interval", self.save_interval, 1)
+        require(bool(self.experiment_name), "runner.experiment_name", self.experiment_name, "a non-empty name")
+        if self.reward_clip is not None:
+            float_in("runner.reward_clip", self.reward_clip, 0.0, 1.0e9, low_open=True)
+
+
+@dataclass
+class AlgorithmConfig:
+    """rsl-rl's PPO keyword arguments (``cfg["algorithm"]``)."""
+
+    learning_rate: float = 1.0e-3
+    """Adam learning rate (the starting value under the adaptive schedule)."""
+    schedule: Schedule = Schedule.adaptive
+    desired_kl: float | None = 0.01
+    """Target KL per mini-batch for the adaptive schedule."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip, applied to actor and critic separately."""
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    clip_param: float = 0.2
+    gamma: float = 0.99
+    lam: float = 0.95
+    value_loss_coef: float = 1.0
+    entropy_coef: float = 0.01
+    use_clipped_value_loss: bool = True
+    normalize_advantage_per_mini_batch: bool = False
+
+    def __post_init__(self) -> None:
+        float_in("algorithm.learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
+        if self.desired_kl is not None:
+            float_in("algorithm.desired_kl", self.desired_kl, 0.0, 10.0, low_open=True)
+        require(
+            self.schedule is not Schedule.adaptive or self.desired_kl is not None,
+            "algorithm.desired_kl",
+            self.desired_kl,
+            "a number when algorithm.schedule=adaptive",
+        )
+        float_in("algorithm.max_grad_norm", self.max_grad_norm, 0.0, 1.0e6, low_open=True)
+        int_in("algorithm.num_learning_epochs", self.num_learning_epochs, 1)
+        int_in("algorithm.num_mini_batches", self.num_mini_batches, 1)
+        float_in("algorithm.clip_param", self.clip_param, 0.0, 1.0, low_open=True)
+        float_in("algorithm.gamma", self.gamma, 0.0, 1.0)
+        float_in("algorithm.lam", self.lam, 0.0, 1.0)
+        float_in("algorithm.value_loss_coef", self.value_loss_coef, 0.0, 1.0e3)
+        float_in("algorithm.entropy_coef", self.entropy_coef, 0.0, 1.0e3)
+
+
+@dataclass
+class DistributionConfig:
+    """rsl-rl's ``GaussianDistribution`` keyword arguments (``cfg["actor"]["distribution_cfg"]``)."""
+
+    init_std: float = 1.0
+    """Initial action std of the Gaussian policy."""
+    std_type: StdType = StdType.scalar
+    std_range: list[float] = field(default_factory=lambda: [1.0e-6, 1.0e6])
+    """``[min, max]`` of the action std; rsl-rl clamps the std into it (and raises the minimum to 1e-6)."""
+
+    def __post_init__(self) -> None:
+        float_in("actor.distribution_cfg.init_std", self.init_std, 0.0, 1.0e3, low_open=True)
+        require(
+            len(self.std_range) == 2,
+            "actor.distribution_cfg.std_range",
+            list(self.std_range),
+            "two numbers [min, max]",
+        )
+        low, high = self.std_range
+        float_in("actor.distribution_cfg.std_range[0]", low, 0.0, 1.0e6, low_open=True)
+        float_in("actor.distribution_cfg.std_range[1]", high, low, 1.0e6, low_open=True)
+
+
+@dataclass
+class ModelConfig:
+    """rsl-rl's ``MLPModel`` keyword arguments, plus ``obs_clip``."""
+
+    #: The key of this node in the config, for messages.
+    path: ClassVar[str] = "model"
+
+    hidden_dims: list[int] = field(default_factory=lambda: [256, 128, 128])
+    activation: str = "elu"
+    obs_normalization: bool = False
+    """Running mean/std normalisation of the inputs (rsl-rl's ``EmpiricalNormalization``)."""
+    obs_clip: float | None = None
+    """Addition (not rsl-rl's): clamp the (normalised) network input to ``[-obs_clip, obs_clip]``; ``None`` leaves
+    it alone."""
+
+    def __post_init__(self) -> None:
+        require(
+            self.activation.lower() in ACTIVATIONS,
+            f"{self.path}.activation",
+            self.activation,
+            f"one of rsl-rl's activations {sorted(ACTIVATIONS)}",
+        )
+        dims = self.hidden_dims
+        require(
+            len(dims) > 0 and all(isinstance(d, int) and d > 0 for d in dims),
+            f"{self.path}.hidden_dims",
+            list(dims),
+            "a non-empty list of positive layer widths",
+        )
+        if self.obs_clip is not None:
+            float_in(f"{self.path}.obs_clip", self.obs_clip, 0.0, 1.0e9, low_open=True)
+
+
+@dataclass
+class ActorConfig(ModelConfig):
+    """The policy network (``cfg["actor"]``): an MLP with a Gaussian output distribution."""
+
+    path: ClassVar[str] = "actor"
+
+    distribution_cfg: DistributionConfig = field(default_factory=DistributionConfig)
+
+
+@dataclass
+class CriticConfig(ModelConfig):
+    """The value network (``cfg["critic"]``)."""
+
+    path: ClassVar[str] = "critic"

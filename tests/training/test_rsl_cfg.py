@@ -1,0 +1,61 @@
+"""The config maps onto rsl-rl's train dict by path, and the presets set what their YAML says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.train import compose, to_train_config
+from robo_safe_rl.config.keys import leaf_keys
+from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
+
+
+def _cfg(*overrides: str) -> Any:
+    return to_train_config(compose([*overrides, "run_dir=unused"]))
+
+
+def _at(data: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+@pytest.mark.parametrize("preset", ["ppo", "ppo_conservative", "ppo_safe"])
+def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
+    node = compose([f"algo={preset}", "run_dir=unused"])
+    train = build_rsl_rl_cfg(to_train_config(node), "unused")
+    config = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    checked = 0
+    for key in leaf_keys():
+        section, _, rest = key.partition(".")
+        if section not in ("runner", "algorithm", "actor", "critic"):
+            continue
+        # The runner's keys are the top level of rsl-rl's dict; the others keep their node.
+        assert _at(train, rest if section == "runner" else key) == _at(config, key), key
+        checked += 1
+    # Counted in config/agent.py: 7 runner keys, 13 algorithm, 7 actor (3 of them in
+    # distribution_cfg), 4 critic.
+    assert checked == 7 + 13 + 7 + 4
+
+
+def test_presets_set_what_their_yaml_says() -> None:
+    # Worked from configs/algo/*.yaml: ppo_conservative over ppo, ppo_safe over ppo_conservative.
+    conservative = build_rsl_rl_cfg(_cfg("algo=ppo_conservative"), "unused")
+    assert conservative["algorithm"]["learning_rate"] == 3.0e-4 and conservative["algorithm"]["desired_kl"] == 0.005
+    assert conservative["algorithm"]["max_grad_norm"] == 0.5 and conservative["reward_clip"] is None
+    for model in ("actor", "critic"):
+        assert conservative[model]["obs_normalization"] is True and conservative[model]["obs_clip"] == 10.0
+    assert conservative["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]
+    safe = build_rsl_rl_cfg(_cfg("algo=ppo_safe"), "unused")
+    assert safe["algorithm"]["learning_rate"] == 3.0e-5 and safe["algorithm"]["desired_kl"] == 0.003
+    assert safe["reward_clip"] == 10.0 and safe["actor"]["obs_clip"] == 10.0
+    plain = build_rsl_rl_cfg(_cfg(), "unused")
+    assert plain["actor"]["distribution_cfg"] == {
+        "class_name": "rsl_rl.modules.distribution:GaussianDistribution",
+        "init_std": 1.0,
+        "std_type": "scalar",
+        "std_range": [1.0e-6, 1.0e6],
+    }
