@@ -12,13 +12,15 @@ from omegaconf import DictConfig
 
 import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
 from robo_safe_rl.apps.train import run
+from robo_safe_rl.config.compose import TRAIN_CONFIG, config_source
 from robo_safe_rl.config.schema import register_configs
 
 register_configs()
 _composed = False
 
 
-@hydra.main(config_path="../configs", config_name="train", version_base="1.3")
+# The configs the installed package carries (or a checkout's configs/ folder), the same ones apps.train.main composes.
+@hydra.main(config_path=config_source(), config_name=TRAIN_CONFIG, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     global _composed
     _composed = True

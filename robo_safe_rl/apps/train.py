@@ -1,8 +1,8 @@
 """The training entry: Hydra config in, run directory with checkpoints, events and ``summary.json`` out.
 
 ``tools/train.py`` calls :func:`run` from its ``@hydra.main``; tests and scripts call :func:`main` with Hydra
-override strings, which composes the same ``configs/train.yaml`` through Hydra's compose API. Both end in
-:func:`train`.
+override strings, which composes the same ``configs/train.yaml`` (package data, :mod:`robo_safe_rl.config.compose`)
+through Hydra's compose API. Both end in :func:`train`.
 
 Exit codes: 0 the run completed; 1 the run was stopped by a safety error (the guard in ``raise`` mode, a failed
 recovery); 2 the configuration was invalid (values, task, resume checkpoint and a run directory that already holds a
@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from robo_safe_rl.apps.summary import write_summary
-from robo_safe_rl.config.schema import TrainConfig, register_configs
+from robo_safe_rl.config.compose import compose
+from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.env_builder import build_vec_env, check_task
@@ -35,9 +36,6 @@ from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 from robo_safe_rl.training.runner import SafeRunner
 
 log = logging.getLogger(__name__)
-
-#: ``configs/`` of the repository (the package is installed editable, beside it).
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 def resolve_device(spec: str) -> str:
@@ -201,16 +199,6 @@ def run(node: DictConfig) -> int:
         return 1
     log.info("run finished: %s", json.dumps({k: summary[k] for k in ("iterations", "env_steps", "return_last")}))
     return 0
-
-
-def compose(overrides: list[str]) -> DictConfig:
-    """Compose ``configs/train.yaml`` with Hydra override strings, as ``tools/train.py`` would."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=list(overrides))
 
 
 def main(argv: list[str] | None = None) -> int:

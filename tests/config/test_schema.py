@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0: the task is checked before a run starts)
-from robo_safe_rl.apps.train import compose, main, to_train_config
+from robo_safe_rl.apps.train import main, to_train_config
 from robo_safe_rl.config.agent import AlgorithmConfig, DistributionConfig
+from robo_safe_rl.config.compose import compose
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
 

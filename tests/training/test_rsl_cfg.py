@@ -8,7 +8,8 @@ import pytest
 from omegaconf import OmegaConf
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.apps.train import compose, to_train_config
+from robo_safe_rl.apps.train import to_train_config
+from robo_safe_rl.config.compose import compose
 from robo_safe_rl.config.keys import leaf_keys
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 
