@@ -12,8 +12,10 @@ from omegaconf import DictConfig
 
 import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
 from robo_safe_rl.apps.train import run
-from robo_safe_rl.config.compose import TRAIN_CONFIG, config_source
+from robo_safe_rl.config.compose import TRAIN_CONFIG, config_groups, config_source
+from robo_safe_rl.config.keys import check_overrides
 from robo_safe_rl.config.schema import register_configs
+from robo_safe_rl.errors import ConfigError
 
 register_configs()
 _composed = False
@@ -30,9 +32,17 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    # Keys the schema does not know fail here, before Hydra makes a run directory; Hydra would add a `+key` silently.
+    try:
+        check_overrides(
+            [a for a in sys.argv[1:] if not a.startswith("-") and ("=" in a or a.startswith("~"))], config_groups()
+        )
+    except ConfigError as err:
+        print(f"train: {err}", file=sys.stderr)
+        sys.exit(2)
     try:
         main()
     except SystemExit as stop:
-        # Hydra reports its own composition errors (unknown key, bad type, unknown preset) and exits 1; an invalid
-        # configuration is exit code 2 everywhere else, and 1 means a run stopped by a safety error.
+        # Hydra reports its own composition errors (bad type, unknown preset) and exits 1; an invalid configuration is
+        # exit code 2 everywhere else, and 1 means a run stopped by a safety error.
         sys.exit(2 if stop.code == 1 and not _composed else stop.code)

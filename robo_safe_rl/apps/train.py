@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from robo_safe_rl.apps.summary import write_summary
-from robo_safe_rl.config.compose import compose
+from robo_safe_rl.config.compose import compose, config_groups
+from robo_safe_rl.config.keys import check_node, check_overrides
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
@@ -62,6 +63,8 @@ def to_train_config(node: DictConfig) -> TrainConfig:
     Raises:
         ConfigError: Naming the key and the reason, for an unknown key, a wrong type or a value out of range.
     """
+    # ``+key=...`` adds keys the schema does not have, and to_object would drop them without a word.
+    check_node(OmegaConf.to_container(node, resolve=False))
     try:
         cfg = OmegaConf.to_object(node)
     except ConfigError:
@@ -205,8 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     """Train from Hydra override strings (``["task=ant", "runner.max_iterations=5"]``); returns the exit code."""
     from hydra.errors import HydraException
 
+    overrides = list(argv or [])
     try:
-        node = compose(list(argv or []))
+        check_overrides(overrides, config_groups())
+        node = compose(overrides)
+    except ConfigError as err:
+        print(f"train: {err}", file=sys.stderr)
+        return 2
     except (HydraException, OmegaConfBaseException) as err:
         print(f"train: invalid config: {_one_line(err)}", file=sys.stderr)
         return 2
