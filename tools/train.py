@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
@@ -26,7 +27,7 @@ _composed = False
 def main(cfg: DictConfig) -> None:
     global _composed
     _composed = True
-    code = run(cfg)
+    code = run(cfg, list(HydraConfig.get().overrides.task))
     if code:
         sys.exit(code)
 

@@ -26,6 +26,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from robo_safe_rl.apps.resume import prepare_resume
 from robo_safe_rl.apps.summary import write_summary
 from robo_safe_rl.config.compose import compose, config_groups
 from robo_safe_rl.config.keys import check_node, check_overrides
@@ -184,9 +185,16 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     return summary
 
 
-def run(node: DictConfig) -> int:
-    """Validate ``node``, train, and return the exit code (the ``@hydra.main`` body of ``tools/train.py``)."""
+def run(node: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> int:
+    """Validate ``node``, train, and return the exit code (the ``@hydra.main`` body of ``tools/train.py``).
+
+    Args:
+        node: The composed config.
+        overrides: The command line's overrides: under ``resume=`` they keep their values over the saved run's.
+    """
     try:
+        check_node(OmegaConf.to_container(node, resolve=False))
+        node = prepare_resume(node, overrides)
         cfg = to_train_config(node)
         resolved = OmegaConf.to_container(node, resolve=True)
     except ConfigError as err:
@@ -218,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     except (HydraException, OmegaConfBaseException) as err:
         print(f"train: invalid config: {_one_line(err)}", file=sys.stderr)
         return 2
-    return run(node)
+    return run(node, overrides)
 
 
 def _one_line(err: BaseException) -> str:

@@ -1,0 +1,115 @@
+"""Resume by run, experiment folder or `latest`, keeping the saved run's task, algorithm and networks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.resume import find_run
+from robo_safe_rl.apps.train import main
+from robo_safe_rl.errors import ConfigError
+
+#: Seconds of CPU: 2 envs x 8 steps, one iteration.
+TINY = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=1"]
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``<tmp>/logs/exp/first``: a ppo_conservative run with 50-step episodes (not the task's 1000), as ``make train``
+    shortens them; only ``model_0.pt``."""
+    root = tmp_path_factory.mktemp("resume") / "logs"
+    first = root / "exp" / "first"
+    args = [*TINY, "algo=ppo_conservative", "task.max_episode_steps=50", "runner.experiment_name=exp"]
+    assert main([*args, f"run_dir={first}", "seed=3"]) == 0
+    return root
+
+
+def _config(run_dir: Path) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"))
+
+
+def test_resuming_an_experiment_folder_takes_its_newest_run_and_its_settings(logs: Path, tmp_path: Path) -> None:
+    # Without `algo=ppo_conservative` this died with a cut-off "Error(s) in loading state_dict" (the saved networks
+    # have observation normalisers, ppo's have none), and the 50-step episodes silently became 1000-step ones.
+    resumed = tmp_path / "resumed"
+    assert main([*TINY, f"resume={logs / 'exp'}", "algorithm.learning_rate=1e-4", f"run_dir={resumed}"]) == 0
+    config = _config(resumed)
+    assert config["resume"] == str(logs / "exp" / "first")
+    assert config["task"]["max_episode_steps"] == 50
+    assert config["actor"]["obs_normalization"] is True and config["critic"]["obs_clip"] == 10.0
+    assert config["algorithm"]["desired_kl"] == 0.005  # the saved preset's value ...
+    assert config["algorithm"]["learning_rate"] == 1e-4  # ... except where the command line says otherwise
+    assert torch.load(resumed / "model_1.pt", weights_only=True)["iter"] == 1  # continued after iteration 0
+
+
+def test_resume_latest_is_the_newest_run_of_this_experiment(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(logs.parent)  # `latest` looks in logs/<runner.experiment_name>, as the default run_dir writes
+    second = Path("logs/exp/second")
+    try:
+        assert main([*TINY, "runner.experiment_name=exp", "resume=latest", f"run_dir={second}"]) == 0
+        assert _config(second)["resume"] == str(Path("logs/exp/first"))
+        assert _config(second)["actor"]["obs_normalization"] is True
+    finally:
+        shutil.rmtree(second, ignore_errors=True)  # the module's runs stay as the other tests expect them
+
+
+@pytest.mark.parametrize(
+    ("override", "mine", "saved"),
+    [
+        ("algo=ppo", "actor.obs_normalization=False", "actor.obs_normalization=True"),
+        ("actor.hidden_dims=[64,64]", "actor.hidden_dims=[64, 64]", "actor.hidden_dims=[256, 128, 128]"),
+        ("task.env_id=RoboSafe/Other-v0", "task.env_id='RoboSafe/Other-v0'", "task.env_id='RoboSafe/Ant-v0'"),
+    ],
+)
+def test_an_override_that_changes_the_networks_or_the_task_is_refused(
+    override: str, mine: str, saved: str, logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "never"
+    assert main([*TINY, f"resume={logs / 'exp' / 'first'}", override, f"run_dir={run_dir}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"invalid config value {mine}: resume=" in err and f"was trained with {saved}" in err
+    assert not run_dir.exists()
+
+
+def test_the_newest_run_is_the_one_that_saved_last_not_the_first_name(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    experiment = tmp_path / "exp"
+    for name, age in (("a_newer", 0), ("b_older", 3600)):
+        run = experiment / name
+        shutil.copytree(logs / "exp" / "first", run)
+        stamp = (run / "model_0.pt").stat().st_mtime - age
+        os.utime(run / "model_0.pt", (stamp, stamp))
+    (experiment / "c_no_checkpoint").mkdir()  # e.g. the folder Hydra made for the new run itself
+    assert find_run(str(experiment), "exp") == (experiment / "a_newer", experiment / "a_newer")
+    assert find_run(str(experiment / "b_older" / "model_0.pt"), "exp")[1] == experiment / "b_older"
+    # The new run's own folder is never its predecessor, even once it holds a checkpoint.
+    assert find_run(str(experiment), "exp", exclude=str(experiment / "a_newer"))[1] == experiment / "b_older"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs" / "empty").mkdir(parents=True)
+    with pytest.raises(
+        ConfigError, match=r"resume='latest': logs/empty holds no model_<iter>\.pt and no run directory"
+    ):
+        find_run("latest", "empty")
+
+
+def test_a_saved_config_of_another_layout_is_refused_naming_the_key(
+    logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(logs / "exp" / "first", old)
+    config = _config(old)
+    config["algo"] = {"learning_rate": 3e-4, **config.pop("algorithm")}  # the flat `algo` node of earlier versions
+    (old / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    assert main([*TINY, f"resume={old}", f"run_dir={tmp_path / 'never'}"]) == 2
+    err = capsys.readouterr().err
+    assert "config.yaml: invalid config key algo." in err and "did you mean algorithm." in err
