@@ -34,7 +34,7 @@ from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.env_builder import build_vec_env, check_task
-from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
+from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg, check_logger
 from robo_safe_rl.training.runner import SafeRunner
 
 log = logging.getLogger(__name__)
@@ -196,6 +196,7 @@ def run(node: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> int:
         check_node(OmegaConf.to_container(node, resolve=False))
         node = prepare_resume(node, overrides)
         cfg = to_train_config(node)
+        check_logger(cfg.runner)
         resolved = OmegaConf.to_container(node, resolve=True)
     except ConfigError as err:
         print(f"train: {err}", file=sys.stderr)

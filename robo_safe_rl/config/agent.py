@@ -25,6 +25,14 @@ ACTIVATIONS = frozenset(
 )
 
 
+class Logger(Enum):
+    """Where rsl-rl writes its metrics (and ``Safety/*``): rsl-rl's ``logger`` choice, as in Isaac Lab."""
+
+    tensorboard = "tensorboard"
+    wandb = "wandb"  # Weights & Biases (plus TensorBoard files in the run directory); needs the `wandb` package
+    neptune = "neptune"  # Neptune (plus TensorBoard files); needs `neptune` and NEPTUNE_API_TOKEN, NEPTUNE_USERNAME
+
+
 class Schedule(Enum):
     """rsl-rl's learning-rate schedule."""
 
@@ -56,6 +64,12 @@ class RunnerConfig:
     check_for_nan: bool = True
     """rsl-rl's own check of env outputs (raises on NaN; SafeStep should have removed them first). Ours checks Inf
     too."""
+    logger: Logger = Logger.tensorboard
+    """``tensorboard``, ``wandb`` or ``neptune``; the ``Safety/*`` scalars go to the same place."""
+    wandb_project: str = "robo_safe_rl"
+    """W&B project of ``logger=wandb`` (the run is named after the run directory)."""
+    neptune_project: str = "robo_safe_rl"
+    """Neptune project of ``logger=neptune`` (under the NEPTUNE_USERNAME workspace)."""
     reward_clip: float | None = None
     """Addition (not rsl-rl's): clamp each step's reward to ``[-reward_clip, reward_clip]`` in the runner before PPO
     sees it (episode returns in the logs stay unclipped); ``None`` leaves rewards alone."""
@@ -65,6 +79,8 @@ class RunnerConfig:
         int_in("runner.max_iterations", self.max_iterations, 1)
         int_in("runner.save_interval", self.save_interval, 1)
         require(bool(self.experiment_name), "runner.experiment_name", self.experiment_name, "a non-empty name")
+        for key in ("wandb_project", "neptune_project"):
+            require(bool(getattr(self, key)), f"runner.{key}", getattr(self, key), "a non-empty project name")
         if self.reward_clip is not None:
             float_in("runner.reward_clip", self.reward_clip, 0.0, 1.0e9, low_open=True)
 

@@ -2,7 +2,7 @@
 
 The config's ``runner``, ``algorithm``, ``actor`` and ``critic`` nodes have rsl-rl's shape and names
 (:mod:`robo_safe_rl.config.agent`), so the dict is their ``dataclasses.asdict`` plus what only code knows: the class
-names, the observation groups of the env adapter, the logger, and the safety settings SafePPO takes.
+names, the observation groups of the env adapter, the logger in rsl-rl's form, and the safety settings SafePPO takes.
 rsl-rl's ``OnPolicyRunner`` mutates the dict it is given (``obs_groups``, ``multi_gpu``), so a fresh dict is built for
 every runner and never shared.
 """
@@ -10,10 +10,14 @@ every runner and never shared.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
 from enum import Enum
 from typing import Any
 
+from robo_safe_rl.config.agent import Logger, RunnerConfig
 from robo_safe_rl.config.schema import TrainConfig
+from robo_safe_rl.errors import ConfigError
 
 #: rsl-rl resolves ``class_name`` strings; ours are fully qualified so no name search happens.
 SAFE_PPO = "robo_safe_rl.training.ppo:SafePPO"
@@ -22,6 +26,8 @@ MODEL = "robo_safe_rl.training.models:ClippedMLPModel"
 GAUSSIAN = "rsl_rl.modules.distribution:GaussianDistribution"
 #: The env adapter yields one observation group, ``policy``, which both networks read.
 OBS_GROUPS = {"actor": ["policy"], "critic": ["policy"]}
+#: rsl-rl's log writers of the non-default loggers (``rsl_rl.utils``), with the package each needs.
+WRITERS = {Logger.wandb: ("WandbLogWriter", "wandb"), Logger.neptune: ("NeptuneLogWriter", "neptune")}
 
 
 def _plain(node: Any) -> dict[str, Any]:
@@ -29,6 +35,39 @@ def _plain(node: Any) -> dict[str, Any]:
     return dataclasses.asdict(
         node, dict_factory=lambda items: {k: v.value if isinstance(v, Enum) else v for k, v in items}
     )
+
+
+def logger_cfg(runner: RunnerConfig) -> str | dict[str, Any]:
+    """rsl-rl's ``logger`` entry: ``"tensorboard"``, or the dict form of a log writer (rsl-rl 5.5 deprecates the
+    plain ``"wandb"`` / ``"neptune"`` strings)."""
+    if runner.logger is Logger.tensorboard:
+        return "tensorboard"
+    writer, _ = WRITERS[runner.logger]
+    project = runner.wandb_project if runner.logger is Logger.wandb else runner.neptune_project
+    return {"class_name": f"rsl_rl.utils:{writer}", "project_name": project}
+
+
+def check_logger(runner: RunnerConfig) -> None:
+    """Fail before anything is built when the chosen logger cannot start here (rsl-rl would fail at the first
+    iteration, after the run directory was made).
+
+    Raises:
+        ConfigError: Naming ``runner.logger`` and what is missing.
+    """
+    if runner.logger is Logger.tensorboard:
+        return
+    _, package = WRITERS[runner.logger]
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(
+            f"invalid config value runner.logger={runner.logger.value}: expected the `{package}` package to be "
+            f"installed (pip install {package}, or the project's `{package}` extra)"
+        )
+    if runner.logger is Logger.neptune:
+        missing = [name for name in ("NEPTUNE_API_TOKEN", "NEPTUNE_USERNAME") if not os.environ.get(name)]
+        if missing:
+            raise ConfigError(
+                f"invalid config value runner.logger=neptune: expected {' and '.join(missing)} in the environment"
+            )
 
 
 def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
@@ -41,7 +80,7 @@ def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
     actor["distribution_cfg"] = {"class_name": GAUSSIAN, **actor["distribution_cfg"]}
     return {
         **_plain(cfg.runner),
-        "logger": "tensorboard",
+        "logger": logger_cfg(cfg.runner),
         "obs_groups": {k: list(v) for k, v in OBS_GROUPS.items()},
         "algorithm": {
             "class_name": SAFE_PPO,

@@ -67,10 +67,28 @@ class IterationRecord:
     mean_step_reward: float
 
 
+class _EnvCfg(dict):
+    """An env's plain-dict ``cfg`` with the ``to_dict()`` that rsl-rl's W&B and Neptune writers call on it.
+
+    Isaac Lab's env configs have ``to_dict()``; a dict has neither it nor dataclass fields, so the writers' fallback
+    (``dataclasses.asdict``) raises and the run dies at its first iteration.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self)
+
+
 class SafeLogger(Logger):
-    """rsl-rl's logger plus ``Safety/*`` scalars and a per-iteration history of returns for ``summary.json``."""
+    """rsl-rl's logger plus ``Safety/*`` scalars and a per-iteration history of returns for ``summary.json``.
+
+    The scalars go through rsl-rl's writer, so they reach whichever ``runner.logger`` chose: TensorBoard, or W&B or
+    Neptune (whose writers also keep TensorBoard files in the run directory).
+    """
 
     def __init__(self, **kwargs: Any) -> None:
+        env_cfg = kwargs.get("env_cfg")
+        if isinstance(env_cfg, dict) and not hasattr(env_cfg, "to_dict"):
+            kwargs["env_cfg"] = _EnvCfg(env_cfg)
         super().__init__(**kwargs)
         self.history: list[IterationRecord] = []
         self._reward_sum = torch.zeros((), dtype=torch.float64, device=self.device)

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
         ("++task.num_env=4", "task.num_env", "task.num_envs"),
         ("+algo.learning_rat=1e-4", "algo.learning_rat", "algorithm.learning_rate"),
         ("+runner.save_intervall=5", "runner.save_intervall", "runner.save_interval"),
+        ("+runner.loger=wandb", "runner.loger", "runner.logger"),
         ("+actor.distribution_cfg.std_min=0.1", "actor.distribution_cfg.std_min", "actor.distribution_cfg.std_range"),
         # Without a prefix Hydra refuses them too, but its hint is the `+` form; ours names the key meant.
         ("task.num_env=4", "task.num_env", "task.num_envs"),
@@ -49,8 +50,8 @@ def test_unknown_keys_exit_2_naming_the_key_and_the_closest(
 
 def test_a_plus_on_a_known_key_is_refused_not_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # `+` appends; Hydra refuses it for a key that exists. `++` sets it, and the value is really used.
-    assert main(["+runner.save_interval=5", f"run_dir={tmp_path / 'run'}"]) == 2
-    assert "runner.save_interval" in capsys.readouterr().err
+    assert main(["+runner.logger=wandb", f"run_dir={tmp_path / 'run'}"]) == 2
+    assert "runner.logger" in capsys.readouterr().err
     assert to_train_config(compose(["++task.num_envs=4", f"run_dir={tmp_path}"])).task.num_envs == 4
 
 
@@ -68,7 +69,7 @@ def test_open_dicts_take_any_key_and_leaves_none() -> None:
     # Every node of rsl-rl's train dict is in the schema, with rsl-rl's names.
     keys = schema_keys()
     assert {
-        "runner.save_interval",
+        "runner.logger",
         "algorithm.desired_kl",
         "actor.distribution_cfg.std_type",
         "critic.obs_normalization",

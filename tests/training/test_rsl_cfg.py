@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
+from rsl_rl.utils import WandbLogWriter, resolve_callable
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.apps.train import to_train_config
+from robo_safe_rl.apps.train import main, to_train_config
 from robo_safe_rl.config.compose import compose
 from robo_safe_rl.config.keys import leaf_keys
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
@@ -32,14 +34,14 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
     checked = 0
     for key in leaf_keys():
         section, _, rest = key.partition(".")
-        if section not in ("runner", "algorithm", "actor", "critic"):
-            continue
+        if section not in ("runner", "algorithm", "actor", "critic") or key == "runner.logger":
+            continue  # runner.logger takes rsl-rl's own form (below)
         # The runner's keys are the top level of rsl-rl's dict; the others keep their node.
         assert _at(train, rest if section == "runner" else key) == _at(config, key), key
         checked += 1
-    # Counted in config/agent.py: 7 runner keys, 13 algorithm, 7 actor (3 of them in
+    # Counted in config/agent.py: 10 runner keys (logger apart: 9), 13 algorithm, 7 actor (3 of them in
     # distribution_cfg), 4 critic.
-    assert checked == 7 + 13 + 7 + 4
+    assert checked == 9 + 13 + 7 + 4
 
 
 def test_presets_set_what_their_yaml_says() -> None:
@@ -60,3 +62,21 @@ def test_presets_set_what_their_yaml_says() -> None:
         "std_type": "scalar",
         "std_range": [1.0e-6, 1.0e6],
     }
+
+
+def test_the_logger_is_rsl_rls_choice() -> None:
+    assert build_rsl_rl_cfg(_cfg(), "unused")["logger"] == "tensorboard"
+    wandb = build_rsl_rl_cfg(_cfg("runner.logger=wandb", "runner.wandb_project=legs"), "unused")["logger"]
+    # rsl-rl 5.5's dict form (its plain "wandb" string is deprecated): the writer class it resolves, and its kwargs.
+    assert resolve_callable(wandb["class_name"]) is WandbLogWriter and wandb["project_name"] == "legs"
+
+
+def test_a_logger_that_cannot_start_here_fails_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NEPTUNE_API_TOKEN", raising=False)
+    run_dir = tmp_path / "run"
+    assert main(["runner.logger=neptune", f"run_dir={run_dir}"]) == 2
+    err = capsys.readouterr().err
+    assert "runner.logger=neptune" in err and "expected" in err
+    assert not run_dir.exists()
