@@ -22,7 +22,6 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-import robo_safe_rl
 from robo_safe_rl.errors import ConfigError
 
 #: The package the ``configs/`` folder is installed as (pyproject.toml's package-dir mapping).
@@ -40,10 +39,10 @@ def config_source() -> str:
     Raises:
         ConfigError: If neither the package data nor a checkout's ``configs/`` holds ``train.yaml``.
     """
-    packaged = importlib.resources.files(robo_safe_rl).joinpath("configs")
+    packaged = importlib.resources.files("robo_safe_rl").joinpath("configs")
     if isinstance(packaged, Path) and (packaged / f"{TRAIN_CONFIG}.yaml").is_file():
         return str(packaged.resolve())
-    checkout = Path(robo_safe_rl.__file__).resolve().parents[1] / "configs"
+    checkout = Path(__file__).resolve().parents[2] / "configs"  # robo_safe_rl/config/compose.py -> the checkout
     if (checkout / f"{TRAIN_CONFIG}.yaml").is_file():
         return str(checkout)
     raise ConfigError(
