@@ -136,8 +136,11 @@ def test_the_library_never_imports_the_tasks() -> None:
 
 def test_pyproject_lists_every_package_folder() -> None:
     tomllib = pytest.importorskip("tomllib") if sys.version_info < (3, 11) else __import__("tomllib")
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    assert listed == {module_name(p) for p in PACKAGE.rglob("__init__.py")} | {TASKS}
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    # Plus the folders mapped in from outside the package: envs/ as the tasks, configs/ as robo_safe_rl.configs.
+    mapped = set(setuptools["package-dir"])
+    assert TASKS in mapped
+    assert set(setuptools["packages"]) == {module_name(p) for p in PACKAGE.rglob("__init__.py")} | mapped
 
 
 def test_the_checks_catch_what_they_look_for() -> None:

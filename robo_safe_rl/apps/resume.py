@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from robo_safe_rl.checkpoint.report import list_checkpoints
 from robo_safe_rl.config.compose import compose, config_groups
 from robo_safe_rl.config.keys import check_node, leaf_keys, schema_keys
-from robo_safe_rl.errors import CheckpointError, ConfigError
+from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.rundir import CHECKPOINT_FILES, LOGS_DIR, RunDir
 
 log = logging.getLogger(__name__)
 
@@ -49,37 +48,17 @@ FROZEN = frozenset(
 )
 
 
-# Run-directory names, spelled here until robo_safe_rl.rundir (the owner of the run-directory layout) provides them.
-def _logs_root() -> Path:
-    """The folder of experiments, as ``configs/train.yaml``'s default ``run_dir`` spells it (``logs/<exp>/<time>``)."""
-    return Path("logs")
-
-
-def _saved_config(run: Path) -> Path:
-    """The resolved config a run saved (written by the training entry)."""
-    return run / "config.yaml"
-
-
-def _checkpoints(folder: Path) -> list[Path]:
-    """The ``model_<iter>.pt`` files of ``folder`` in iteration order; none when it holds none."""
-    try:
-        return list_checkpoints(folder)
-    except CheckpointError:
-        return []
-
-
-def find_run(resume: str, experiment: str, exclude: str | None = None) -> tuple[Path, Path]:
+def find_run(resume: str, experiment: str) -> tuple[Path, Path]:
     """The checkpoint or run directory ``resume`` names, and the run directory it belongs to.
 
     Args:
         resume: ``resume=``: a file, a run directory, an experiment folder or ``latest``.
         experiment: ``runner.experiment_name`` (for ``latest``).
-        exclude: The new run's own directory, never its own predecessor.
 
     Raises:
         ConfigError: If nothing there holds a checkpoint.
     """
-    target = _logs_root() / experiment if resume == LATEST else Path(resume)
+    target = Path(LOGS_DIR) / experiment if resume == LATEST else Path(resume)
     if target.is_file():
         return target, target.parent
     if not target.is_dir():
@@ -89,16 +68,25 @@ def find_run(resume: str, experiment: str, exclude: str | None = None) -> tuple[
         )
     if _checkpoints(target):
         return target, target
-    skip = Path(exclude).resolve() if exclude else None
-    runs = [d for d in target.iterdir() if d.is_dir() and d.resolve() != skip and _checkpoints(d)]
+    # The new run's own folder (made by Hydra) holds no checkpoint, so it is never taken for its predecessor.
+    runs = [d for d in target.iterdir() if d.is_dir() and _checkpoints(d)]
     if not runs:
         raise ConfigError(
-            f"invalid config value resume={resume!r}: {target} holds no model_<iter>.pt and no run directory with one"
+            f"invalid config value resume={resume!r}: {target} holds no {CHECKPOINT_FILES} and no run directory with "
+            "one"
         )
     # The run that saved last: run folders may be named by hand (run_dir=logs/ant/my_run), so names do not sort.
     newest = max(runs, key=lambda d: max(p.stat().st_mtime_ns for p in _checkpoints(d)))
     log.info("resume=%s: the newest run of %s is %s", resume, target, newest)
     return newest, newest
+
+
+def _checkpoints(folder: Path) -> list[Path]:
+    """The ``model_<iter>.pt`` files of ``folder``; none when it cannot be listed."""
+    try:
+        return RunDir(folder).checkpoints()
+    except OSError:
+        return []
 
 
 def explicit_keys(overrides: Iterable[str]) -> set[str]:
@@ -147,15 +135,13 @@ def read_saved_config(run: Path) -> dict[str, Any] | None:
     Raises:
         ConfigError: If the file cannot be read, or holds keys this version does not know in those sections.
     """
-    path = _saved_config(run)
+    files = RunDir(run)
+    path = files.config_path
     if not path.is_file():
         return None
-    try:
-        saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OSError, OmegaConfBaseException) as err:
-        raise ConfigError(f"{path}: cannot read the saved run's config ({type(err).__name__}: {err})") from err
-    if not isinstance(saved, dict):
-        raise ConfigError(f"{path}: expected the saved run's config (a mapping), got {type(saved).__name__}")
+    saved = files.read_config()
+    if saved is None:  # taking none of the settings silently is the failure this module exists to prevent
+        raise ConfigError(f"{path}: cannot read the saved run's config (expected a YAML mapping)")
     sections = {prefix.split(".")[0] for prefix in ADOPTED}
     top = {key.split(".")[0] for key in schema_keys()}
     # Unknown sections (an older layout's `algo`) and unknown keys inside the adopted ones are errors: taking part of
@@ -197,7 +183,7 @@ def prepare_resume(node: DictConfig, overrides: Iterable[str]) -> DictConfig:
     """
     if node.get("resume") is None:
         return node
-    target, run = find_run(str(node.resume), str(node.runner.experiment_name), str(node.run_dir))
+    target, run = find_run(str(node.resume), str(node.runner.experiment_name))
     saved = read_saved_config(run)
     if saved is None:
         log.warning("resume=%s: %s holds no saved config; the current settings are used as given", node.resume, run)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+LOGS_DIR = "logs"
+"""Where ``configs/train.yaml``'s default ``run_dir`` puts runs: ``logs/<experiment_name>/<timestamp>``."""
 CHECKPOINT_NAME = re.compile(r"model_(\d+)\.pt")
 """rsl-rl's checkpoint files, ``model_<iter>.pt``; the number is the iteration."""
 CHECKPOINT_FILES = "model_<iter>.pt"
