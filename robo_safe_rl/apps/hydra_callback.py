@@ -17,9 +17,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
+from robo_safe_rl.apps.resume import prepare_resume
 from robo_safe_rl.apps.train import to_train_config
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.rundir import RunDir
+from robo_safe_rl.training.rsl_cfg import check_logger
 
 
 class CheckConfigFirst(Callback):
@@ -32,10 +34,13 @@ class CheckConfigFirst(Callback):
         through that, and ``tools/train.py`` passes its code on.
         """
         task_cfg = copy.deepcopy(config)
+        overrides = list(config.hydra.overrides.task)
         with read_write(task_cfg), open_dict(task_cfg):
             del task_cfg["hydra"]
         try:
-            cfg = to_train_config(task_cfg)
+            # As the task function will see it: a resume's saved settings taken, conflicting overrides refused.
+            cfg = to_train_config(prepare_resume(task_cfg, overrides))
+            check_logger(cfg.runner)
             RunDir(cfg.run_dir).check_unused(cfg.resume)
         except ConfigError as err:
             print(f"train: {err}", file=sys.stderr)

@@ -26,8 +26,11 @@ MODEL = "robo_safe_rl.training.models:ClippedMLPModel"
 GAUSSIAN = "rsl_rl.modules.distribution:GaussianDistribution"
 #: The env adapter yields one observation group, ``policy``, which both networks read.
 OBS_GROUPS = {"actor": ["policy"], "critic": ["policy"]}
-#: rsl-rl's log writers of the non-default loggers (``rsl_rl.utils``), with the package each needs.
-WRITERS = {Logger.wandb: ("WandbLogWriter", "wandb"), Logger.neptune: ("NeptuneLogWriter", "neptune")}
+#: rsl-rl's log writers of the non-default loggers (``rsl_rl.utils``), the package each needs and how to install it.
+WRITERS = {
+    Logger.wandb: ("WandbLogWriter", "wandb", "pip install 'robo-safe-rl[wandb]'"),
+    Logger.neptune: ("NeptuneLogWriter", "neptune", "pip install neptune"),
+}
 
 
 def _plain(node: Any) -> dict[str, Any]:
@@ -42,7 +45,7 @@ def logger_cfg(runner: RunnerConfig) -> str | dict[str, Any]:
     plain ``"wandb"`` / ``"neptune"`` strings)."""
     if runner.logger is Logger.tensorboard:
         return "tensorboard"
-    writer, _ = WRITERS[runner.logger]
+    writer, _, _ = WRITERS[runner.logger]
     project = runner.wandb_project if runner.logger is Logger.wandb else runner.neptune_project
     return {"class_name": f"rsl_rl.utils:{writer}", "project_name": project}
 
@@ -56,11 +59,11 @@ def check_logger(runner: RunnerConfig) -> None:
     """
     if runner.logger is Logger.tensorboard:
         return
-    _, package = WRITERS[runner.logger]
+    _, package, install = WRITERS[runner.logger]
     if importlib.util.find_spec(package) is None:
         raise ConfigError(
             f"invalid config value runner.logger={runner.logger.value}: expected the `{package}` package to be "
-            f"installed (pip install {package}, or the project's `{package}` extra)"
+            f"installed ({install})"
         )
     if runner.logger is Logger.neptune:
         missing = [name for name in ("NEPTUNE_API_TOKEN", "NEPTUNE_USERNAME") if not os.environ.get(name)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from robo_safe_rl.apps.resume import find_run
 from robo_safe_rl.apps.train import main
 from robo_safe_rl.errors import ConfigError
 
+REPO = Path(__file__).resolve().parents[2]
 #: Seconds of CPU: 2 envs x 8 steps, one iteration.
 TINY = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=1"]
 
@@ -78,6 +81,21 @@ def test_an_override_that_changes_the_networks_or_the_task_is_refused(
     assert len(err.splitlines()) == 1
     assert f"invalid config value {mine}: resume=" in err and f"was trained with {saved}" in err
     assert not run_dir.exists()
+
+
+def test_the_tool_refuses_a_conflicting_resume_before_hydra_makes_the_run_dir(logs: Path, tmp_path: Path) -> None:
+    never = tmp_path / "never"
+    done = subprocess.run(
+        [sys.executable, "tools/train.py", *TINY, f"resume={logs / 'exp'}", "algo=ppo", f"run_dir={never}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert "invalid config value actor.obs_normalization=False: resume=" in line
+    assert not never.exists()
 
 
 def test_the_newest_run_is_the_one_that_saved_last_not_the_first_name(
