@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from robo_safe_rl.apps.train import CONFIG_DIR
+from robo_safe_rl.config.compose import config_source
 from robo_safe_rl.config.schema import register_configs
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.rundir import (
@@ -175,6 +175,6 @@ def test_hydra_writes_its_record_where_the_layout_says() -> None:
     from hydra import initialize_config_dir
 
     register_configs()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=config_source(), version_base="1.3"):
         node = hydra_compose(config_name="train", return_hydra_config=True)
     assert node.hydra.output_subdir == HYDRA_DIR
