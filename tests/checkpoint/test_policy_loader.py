@@ -130,7 +130,7 @@ def test_weights_of_another_dtype_are_refused(edited: Callable) -> None:
 
 def test_an_actor_entry_the_model_rejects_is_a_config_error(edited: Callable) -> None:
     checkpoint = edited(lambda doc: doc["train_cfg"]["actor"].update(obs_clip=-1.0))
-    with pytest.raises(ConfigError, match=r"its actor entry does not build a model \(ConfigError: .*algo.obs_clip"):
+    with pytest.raises(ConfigError, match=r"its actor entry does not build a model \(ConfigError: .*actor\.obs_clip"):
         load_policy(checkpoint)
     checkpoint = edited(lambda doc: doc["train_cfg"]["actor"].update(no_such_argument=1))
     with pytest.raises(ConfigError, match=r"does not build a model .*TypeError.*no_such_argument"):
