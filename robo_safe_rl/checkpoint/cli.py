@@ -79,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     code = 2 if report is None else exit_code(report)
 
     for failed in _unreadable(report):
-        print(f"inspect_checkpoint: {failed.path}: {failed.error}", file=sys.stderr)
+        print(printable(f"inspect_checkpoint: {failed.path}: {failed.error}"), file=sys.stderr)
     if dir_error is not None:
-        print(f"inspect_checkpoint: {args.path}: {dir_error}", file=sys.stderr)
+        print(printable(f"inspect_checkpoint: {args.path}: {dir_error}"), file=sys.stderr)
+    for warning in report.warnings if isinstance(report, RunReport) else []:
+        print(printable(f"inspect_checkpoint: warning: {args.path}: {warning}"), file=sys.stderr)
 
     if args.json:
         doc = to_json(report, path=args.path, all_rows=args.all, include_optimizer=include_optimizer, error=dir_error)
@@ -89,6 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     elif report is not None:
         _print_human(report, all_rows=args.all)
     return code
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on instead of show (ESC, BEL, carriage return, bidi
+    overrides, any control or format character) written as a Python escape, so a name read from a file cannot move
+    the cursor, recolour the terminal or hide what follows it. JSON output keeps names exact (JSON escapes them)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _print_human(report: CheckpointReport | RunReport, *, all_rows: bool) -> None:
@@ -139,13 +150,15 @@ def _unreadable(report: CheckpointReport | RunReport | None) -> list[CheckpointR
 def _print_table(console: Console, style: box.Box, headers: list[str], rows: list[Row], fold: int) -> None:
     """Print a table that fits the console: every column keeps its natural width except column ``fold``, which folds
     into the width left. Where even that leaves too little (a narrow terminal), print one line per row instead."""
+    rows = [([printable(cell) for cell in cells], row_style) for cells, row_style in rows]
     widths = [max([len(header), *(len(cells[i]) for cells, _ in rows)]) for i, header in enumerate(headers)]
     # A column costs its width, one space of padding on either side and one of divider; the edges two more.
     left = console.width - sum(w + 3 for i, w in enumerate(widths) if i != fold) - 3
     if left < min(widths[fold], 16):
         for cells, row_style in rows:
             pairs = [f"{header} {cell}" for header, cell in zip(headers[1:], cells[1:], strict=True) if cell]
-            console.print(f"{escape(cells[0])}: " + escape(", ".join(pairs)), style=row_style, highlight=False)
+            line = f"{printable(cells[0])}: " + printable(", ".join(pairs))
+            console.print(escape(line), style=row_style, highlight=False)
         return
     table = Table(box=style, padding=(0, 1))
     for i, header in enumerate(headers):
@@ -164,18 +177,31 @@ def _is_number(cell: str) -> bool:
 
 
 def _print_file(console: Console, report: CheckpointReport, style: box.Box, *, all_rows: bool) -> None:
-    rows = report.rows if all_rows else report.nonfinite_rows
+    rows = report.rows if all_rows else report.notable_rows
     if rows:
         headers = ["tensor", "dtype", "shape", "numel", "NaN", "+Inf", "-Inf", "min", "max", "max|x|"]
-        cells = [(_row_cells(row), None if row.is_finite else "red") for row in rows]
-        console.print("every tensor:" if all_rows else "tensors with non-finite values:", highlight=False)
-        _print_table(console, style, headers, cells, fold=0)
+        noted = any(row.note for row in rows)
+        cells = [
+            (_row_cells(row) + ([row.note or ""] if noted else []), None if row.is_finite else "red") for row in rows
+        ]
+        if all_rows:
+            console.print("every tensor:", highlight=False)
+        else:
+            caption = "non-finite values" if all(not r.is_finite for r in rows) else "non-finite values or notes"
+            console.print(f"tensors with {caption}:", highlight=False)
+        _print_table(console, style, headers + (["note"] if noted else []), cells, fold=0)
     bad, total = len(report.nonfinite_rows), len(report.rows)
     status = f"[{_STATUS_STYLE[report.status]}]{report.status.value}[/]"
     iteration = "not stored" if report.iteration is None else str(report.iteration)
     fmt = report.format.value if report.format is not None else "-"
-    console.print(f"{escape(str(report.path))}: {status}; iteration {iteration}; format {fmt}", highlight=False)
-    console.print(f"tensors: {total} in all, {bad} with non-finite values", highlight=False)
+    path = escape(printable(str(report.path)))
+    console.print(f"{path}: {status}; iteration {iteration}; format {fmt}", highlight=False)
+    unscanned = sum(row.scope == "none" for row in report.rows)
+    whole = sum(row.scope == "storage" for row in report.rows)
+    extra = (f", {unscanned} not scannable" if unscanned else "") + (
+        f", {whole} counted over their whole storage" if whole else ""
+    )
+    console.print(f"tensors: {total} in all, {bad} with non-finite values{extra}", highlight=False)
     parts = report.part_counts()
     shown = [p for p in Part if p is not Part.OPTIMIZER or report.include_optimizer]
     by_part = ", ".join(f"{p.value} {parts[p][1]}/{parts[p][0]}" for p in shown)
@@ -207,7 +233,7 @@ def _print_run(console: Console, report: RunReport, style: box.Box) -> None:
         iteration = "-" if c.iteration is None else str(c.iteration)
         rows.append(([c.path.name, c.status.value, iteration, *numbers, where], _STATUS_STYLE[c.status]))
     _print_table(console, style, headers, rows, fold=len(headers) - 1)
-    console.print(escape(report.verdict()), highlight=False)
+    console.print(escape(printable(report.verdict())), highlight=False)
 
 
 def _row_cells(row: TensorRow) -> list[str]:

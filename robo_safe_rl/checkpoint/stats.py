@@ -1,4 +1,4 @@
-"""Pure functions over checkpoint contents: name the part of a tensor, count its non-finite elements.
+"""Pure functions over checkpoint contents: walk the tensors, name their part, count their non-finite elements.
 
 Nothing here touches files; :mod:`robo_safe_rl.checkpoint.loading` opens them and
 :mod:`robo_safe_rl.checkpoint.report` puts the pieces together.
@@ -7,7 +7,7 @@ Nothing here touches files; :mod:`robo_safe_rl.checkpoint.loading` opens them an
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
@@ -20,6 +20,25 @@ CHUNK_ELEMENTS = 1 << 22
 """Elements per chunk when scanning a tensor (16 MiB of float32), so the memory used stays bounded by one chunk
 whatever the tensor's size, and a chunk of a memory-mapped file can be released as soon as it is read."""
 
+_WIDENED_INT_DTYPES = (torch.uint16, torch.uint32)
+"""Unsigned dtypes without CPU min/max kernels; widened to int64, which holds every value exactly."""
+
+PACKED_DTYPES = frozenset(
+    [getattr(torch, f"{kind}{bits}") for kind in ("int", "uint") for bits in range(1, 8)]
+    + [torch.float4_e2m1fn_x2, torch.quint4x2, torch.quint2x4]
+)
+"""Sub-byte dtypes packed several values to a byte. They have no kernels to compute with; no bit pattern of theirs
+is NaN or Inf (float4_e2m1fn has no such encodings), so they are finite by construction and their range is not
+computed."""
+
+OPAQUE_DTYPES = frozenset([torch.bits1x8, torch.bits2x4, torch.bits4x2, torch.bits8, torch.bits16])
+"""Raw bit containers: their bytes have no numeric meaning, so there is nothing to call finite or not."""
+
+QUANTIZED_REPR = {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}
+"""The integer type a quantized tensor's storage holds; always finite (the float values come from its scale)."""
+
+_COMPONENT = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+
 _OPTIMIZER_STATE_KEYS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step", "sum"})
 """Per-parameter state keys of torch's optimizers, used to recognise a bare optimizer state dict."""
 
@@ -31,6 +50,38 @@ class Part(str, Enum):
     CRITIC = "critic"
     OPTIMIZER = "optimizer"
     OTHER = "other"
+
+
+@dataclass
+class Counts:
+    """Non-finite counts and finite range, accumulated over chunks (see :func:`chunk_stats`)."""
+
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    min: float | int | None = None
+    max: float | int | None = None
+
+    def add(self, nan: int, posinf: int, neginf: int, lo: float | int | None, hi: float | int | None) -> None:
+        """Fold the statistics of one more chunk in."""
+        self.nan, self.posinf, self.neginf = self.nan + nan, self.posinf + posinf, self.neginf + neginf
+        if lo is not None and hi is not None:
+            self.min = lo if self.min is None else min(self.min, lo)
+            self.max = hi if self.max is None else max(self.max, hi)
+
+    def scaled(self, times: int, *, negative: bool = False) -> Counts:
+        """The counts of a view that repeats every element ``times`` times (stride 0), negated if ``negative``."""
+        lo, hi = (self.min, self.max) if not negative or self.min is None else (-self.max, -self.min)  # type: ignore[operator]
+        pos, neg = (self.neginf, self.posinf) if negative else (self.posinf, self.neginf)
+        return Counts(self.nan * times, pos * times, neg * times, lo, hi)
+
+
+def scan_dtype(dtype: torch.dtype) -> torch.dtype | None:
+    """The dtype a storage's bytes are scanned as: complex as its real components, quantized as its integers;
+    ``None`` for packed and opaque dtypes, which have nothing to scan."""
+    if dtype in PACKED_DTYPES or dtype in OPAQUE_DTYPES:
+        return None
+    return _COMPONENT.get(dtype, QUANTIZED_REPR.get(dtype, dtype))
 
 
 @dataclass(frozen=True)
@@ -50,6 +101,9 @@ class TensorRow:
         min: Smallest finite element; ``None`` when the tensor has no finite element.
         max: Largest finite element; ``None`` when the tensor has no finite element.
         max_abs: Largest absolute value of the finite elements; ``None`` when there is none.
+        scope: What the counts are of: ``tensor`` (its own elements), ``storage`` (the whole storage it views: an
+            overlapping view, or one too large to scan apart) or ``none`` (nothing could be scanned: a meta tensor).
+        note: Why the scope is not ``tensor``, or what kind of tensor it is (``sparse_csr: the 12 stored values``).
     """
 
     name: str
@@ -63,6 +117,8 @@ class TensorRow:
     min: float | int | None
     max: float | int | None
     max_abs: float | int | None
+    scope: str = "tensor"
+    note: str | None = None
 
     @property
     def nonfinite(self) -> int:
@@ -79,6 +135,72 @@ class TensorRow:
         return {**asdict(self), "part": self.part.value, "shape": list(self.shape)}
 
 
+NAME_PARTS = 24
+"""Path components a tensor's name keeps at each end; a deeper path shows how many levels it leaves out in the
+middle (``a/b/.../[999952 levels]/.../y/z``). Names stay short, and walking a structure nested a million levels deep
+stays linear: no level copies the path above it."""
+
+
+def walk_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield every tensor inside nested dicts, lists and tuples, with its path.
+
+    Keys and list indices are joined with ``/``; values that are neither tensors nor containers (numbers, strings,
+    ``None``) are skipped. A container reached twice (shared or cyclic references) is walked once. The walk keeps
+    its own stack, so any nesting depth is fine; paths deeper than ``2 * NAME_PARTS`` are shortened in the middle.
+
+    Args:
+        obj: A tensor or a nesting of dicts, lists and tuples holding tensors.
+        prefix: Path of ``obj`` itself; empty at the top.
+
+    Yields:
+        ``(name, tensor)`` pairs in the container's order.
+    """
+    return walk_leaves(obj, lambda item: item if isinstance(item, torch.Tensor) else None, prefix)
+
+
+def walk_leaves(obj: Any, leaf: Callable[[Any], Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Yield ``(path, leaf(item))`` for every item of a nesting of dicts, lists, tuples and sets for which ``leaf``
+    returns something other than ``None``, in container order (see :func:`walk_tensors`)."""
+    seen: set[int] = set()
+    start = (prefix,) if prefix else ()
+    # Each entry: the path's first NAME_PARTS components, the deeper ones as a linked list (part, parent) so that
+    # a level costs O(1) however deep it is, the depth, and the item.
+    stack: list[tuple[tuple[str, ...], Any, int, Any]] = [(start, None, len(start), obj)]
+    while stack:
+        head, tail, depth, item = stack.pop()
+        value = leaf(item)
+        if value is not None:
+            yield _join(head, tail, depth), value
+            continue
+        if isinstance(item, dict):
+            children: list[tuple[Any, Any]] = list(item.items())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            children = list(enumerate(item))
+        else:
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        depth += 1
+        children.reverse()
+        if depth > NAME_PARTS:
+            for key, child in children:
+                stack.append((head, (str(key), tail), depth, child))
+        else:
+            for key, child in children:
+                stack.append(((*head, str(key)), None, depth, child))
+
+
+def _join(head: tuple[str, ...], tail: Any, depth: int) -> str:
+    last: list[str] = []
+    while tail is not None and len(last) < NAME_PARTS:
+        part, tail = tail
+        last.append(part)
+    last.reverse()
+    left_out = depth - len(head) - len(last)
+    return "/".join((*head, f"[{left_out} levels]", *last) if left_out > 0 else (*head, *last))
+
+
 def classify_part(name: str) -> Part:
     """Say which part of a policy checkpoint a tensor belongs to, from its path.
 
@@ -88,7 +210,7 @@ def classify_part(name: str) -> Part:
     the same key prefixes, and bare optimizer state dicts (``state/<index>/exp_avg``).
 
     Args:
-        name: Path of the tensor as built by :func:`~robo_safe_rl.safety.finite.walk_tensors`.
+        name: Path of the tensor as built by :func:`walk_tensors`.
 
     Returns:
         The part; :attr:`Part.OTHER` when the path names none of them (RND, ``infos``, unknown layouts).
@@ -136,26 +258,45 @@ def tensor_stats(
         The row of statistics. Shape and element count are those of ``tensor`` itself.
     """
     t = tensor.detach()
-    shape, numel, dtype = tuple(t.shape), t.numel(), str(t.dtype).removeprefix("torch.")
-    if t.layout == torch.sparse_coo:
-        t = t.coalesce().values()
+    shape = tuple(t.shape) if not t.is_nested else (t.values().numel(),)
+    numel, dtype = (t.numel() if not t.is_nested else shape[0]), str(t.dtype).removeprefix("torch.")
+    note = None
+    if t.device.type == "meta":
+        return row_from_counts(name, part, dtype, shape, numel, Counts(), scope="none", note="a meta tensor: no data")
+    if t.is_quantized:
+        t = t.int_repr()
+    elif t.is_nested:
+        t, note = t.values(), "nested: counts of its buffer"
+    elif t.layout == torch.sparse_coo:
+        t, note = t.coalesce().values(), "sparse_coo: counts of its stored values"
     elif t.layout != torch.strided:
-        t = t.to_dense()
+        t, note = t.values(), f"{str(t.layout).removeprefix('torch.')}: counts of its stored values"
     if t.is_complex():
         t = torch.view_as_real(t)
-    flat = t.reshape(-1)
-    nan = posinf = neginf = 0
-    lo: float | int | None = None
-    hi: float | int | None = None
-    for start in range(0, flat.numel(), CHUNK_ELEMENTS):
-        chunk = flat[start : start + CHUNK_ELEMENTS]
-        c_nan, c_pos, c_neg, c_lo, c_hi = _chunk_stats(chunk)
-        nan, posinf, neginf = nan + c_nan, posinf + c_pos, neginf + c_neg
-        if c_lo is not None and c_hi is not None:
-            lo = c_lo if lo is None else min(lo, c_lo)
-            hi = c_hi if hi is None else max(hi, c_hi)
-        if on_chunk_done is not None:
-            on_chunk_done(chunk)
+    counts = Counts()
+    if scan_dtype(t.dtype) is not None:
+        flat = t.reshape(-1)
+        for start in range(0, flat.numel(), CHUNK_ELEMENTS):
+            chunk = flat[start : start + CHUNK_ELEMENTS]
+            counts.add(*chunk_stats(chunk))
+            if on_chunk_done is not None:
+                on_chunk_done(chunk)
+    return row_from_counts(name, part, dtype, shape, numel, counts, note=note)
+
+
+def row_from_counts(
+    name: str,
+    part: Part | None,
+    dtype: str,
+    shape: tuple[int, ...],
+    numel: int,
+    counts: Counts,
+    *,
+    scope: str = "tensor",
+    note: str | None = None,
+) -> TensorRow:
+    """Build a :class:`TensorRow` from accumulated counts (``part`` derived from ``name`` when ``None``)."""
+    lo, hi = counts.min, counts.max
     max_abs = None if lo is None or hi is None else max(abs(lo), abs(hi))
     return TensorRow(
         name=name,
@@ -163,21 +304,30 @@ def tensor_stats(
         dtype=dtype,
         shape=shape,
         numel=numel,
-        nan=nan,
-        posinf=posinf,
-        neginf=neginf,
+        nan=counts.nan,
+        posinf=counts.posinf,
+        neginf=counts.neginf,
         min=lo,
         max=hi,
         max_abs=max_abs,
+        scope=scope,
+        note=note,
     )
 
 
-def _chunk_stats(chunk: torch.Tensor) -> tuple[int, int, int, float | int | None, float | int | None]:
-    """Return ``(nan, posinf, neginf, finite_min, finite_max)`` of a 1-D chunk."""
-    if chunk.numel() == 0:
+def chunk_stats(chunk: torch.Tensor) -> tuple[int, int, int, float | int | None, float | int | None]:
+    """Return ``(nan, posinf, neginf, finite_min, finite_max)`` of a 1-D chunk of any real dtype.
+
+    Packed and opaque dtypes (see :func:`scan_dtype`) have no range: ``(0, 0, 0, None, None)``.
+    """
+    if chunk.numel() == 0 or scan_dtype(chunk.dtype) is None:
         return 0, 0, 0, None, None
     if chunk.dtype == torch.bool:
         chunk = chunk.to(torch.uint8)
+    elif chunk.dtype in _WIDENED_INT_DTYPES:
+        chunk = chunk.to(torch.int64)
+    elif chunk.dtype == torch.uint64:
+        return (0, 0, 0, *_uint64_range(chunk))
     if not chunk.is_floating_point():
         lo, hi = torch.aminmax(chunk)
         return 0, 0, 0, int(lo.item()), int(hi.item())
@@ -199,3 +349,17 @@ def _chunk_stats(chunk: torch.Tensor) -> tuple[int, int, int, float | int | None
         return nan, posinf, neginf, None, None
     lo, hi = torch.aminmax(chunk[torch.isfinite(chunk)])
     return nan, posinf, neginf, float(lo.item()), float(hi.item())
+
+
+def _uint64_range(chunk: torch.Tensor) -> tuple[int, int]:
+    """Unsigned range of a uint64 chunk: its bits read as int64, values of 2**63 and up appear negative."""
+    signed = chunk.view(torch.int64)
+    high = signed < 0
+    n_high = int(torch.count_nonzero(high))
+    if n_high == 0:
+        lo, hi = torch.aminmax(signed)
+        return int(lo.item()), int(hi.item())
+    top = int(signed[high].max().item()) + (1 << 64)
+    if n_high == signed.numel():
+        return int(signed.min().item()) + (1 << 64), top
+    return int(signed[~high].min().item()), top

@@ -86,6 +86,7 @@ def test_json_file_all_rows_and_no_optimizer(
         "posinf",
         "neginf",
         "parts",
+        "not_scanned_tensors",
         "rows",
     }
     assert (ckpt["iteration"], ckpt["status"], ckpt["format"]) == (7, "corrupt", "torch_zip")
@@ -106,6 +107,8 @@ def test_json_file_all_rows_and_no_optimizer(
         "min": -2.0,
         "max": 1.0,
         "max_abs": 2.0,
+        "scope": "tensor",
+        "note": None,
     }
 
 

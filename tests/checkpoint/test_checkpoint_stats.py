@@ -115,6 +115,8 @@ def test_row_to_dict_is_json_ready() -> None:
         "min": 1.0,
         "max": 1.0,
         "max_abs": 1.0,
+        "scope": "tensor",
+        "note": None,
     }
 
 
