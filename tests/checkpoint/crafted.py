@@ -54,7 +54,13 @@ def write_zip(path: Path, members: list[Member]) -> Path:
         header = (m.method, 0, 0x21, m.crc, *sizes, len(name), len(extra))
         out += struct.pack("<4s5H3L2H", b"PK\x03\x04", 45, 0, *header) + name + extra + m.stored
         central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 45, 45, 0, *header, 0, 0, 0, 0, offset) + name + extra
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(out), 0)
+    count, end = len(members), b""
+    if count >= 0xFFFF:  # zip64 end record and locator; the classic end record then says 0xFFFF
+        at = len(out) + len(central)
+        end = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, len(central), len(out))
+        end += struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1)
+        count = 0xFFFF
+    end += struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, len(central), len(out), 0)
     path.write_bytes(bytes(out + central + end))
     return path
 
