@@ -137,6 +137,11 @@ class ZipCheckpoint:
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
             raise CheckpointError(f"{path}: truncated or corrupt: an unreadable zip archive ({err})") from err
         names = [info.filename for info in infos]
+        if len(set(names)) != len(names):
+            # Readers disagree on which copy of a name counts: torch could load one copy while this inspects another.
+            seen: set[str] = set()
+            twice = next(name for name in names if name in seen or seen.add(name))  # type: ignore[func-returns-value]
+            raise CheckpointError(f"{path}: corrupt: the zip archive holds {twice} twice")
         if any(name.endswith("/constants.pkl") for name in names):
             raise CheckpointError(
                 f"{path}: not a checkpoint: a TorchScript module (an exported policy); inspect the training checkpoint"

@@ -173,7 +173,7 @@ def inspect_file(path: str | Path, *, include_optimizer: bool = True) -> Checkpo
             rows, iteration = scanner.rows(skip), scanner.iteration()
         except CheckpointError:
             raise
-        except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError, RecursionError) as err:
+        except (RuntimeError, ValueError, TypeError, LookupError, AttributeError, ArithmeticError, MemoryError) as err:
             # Not expected for any file: the readers check what they read. A file that still finds a gap gets the
             # contract's one-line reason and exit 2, never a traceback or exit 1, and the trace goes to the log.
             logger.debug("inspecting %s failed unexpectedly", path, exc_info=True)

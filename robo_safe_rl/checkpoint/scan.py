@@ -122,6 +122,7 @@ class Scanner:
         crc, position = 0, 0
         for chunk in self.reader.chunks(extent.offset, total, f"storage {key}"):
             if record is not None:
+                # CRC-32 of the bytes just read, while they are in cache: zlib's crc32 sets the scan's speed.
                 crc = zlib.crc32(chunk, crc)
             inside = chunk[: max(0, min(len(chunk), extent.nbytes - position))]
             for dtype, counts in storage.dtypes.items():

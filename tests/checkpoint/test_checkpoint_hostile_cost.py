@@ -195,3 +195,13 @@ def test_legacy_storage_larger_than_the_file(tmp_path: Path) -> None:
         CheckpointError, match=r"corrupt: storage \d+ holds 1099511627776 elements, its tensors declare 4"
     ):
         inspect_file(path)
+
+
+def test_a_member_named_twice_is_corrupt(tmp_path: Path) -> None:
+    # Two copies of one storage: a NaN one first, a clean one after. Readers differ on which copy counts, so a clean
+    # verdict on one copy would say nothing about what torch loads.
+    members = torch_members({"w": torch.ones(4)})
+    bad = stored("archive/data/0", torch.full((4,), NAN).numpy().tobytes())
+    path = write_zip(tmp_path / "twice.pt", [bad, *members])
+    with pytest.raises(CheckpointError, match=r"corrupt: the zip archive holds archive/data/0 twice"):
+        inspect_file(path)
