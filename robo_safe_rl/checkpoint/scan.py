@@ -20,18 +20,11 @@ import torch
 
 from robo_safe_rl.checkpoint import limits
 from robo_safe_rl.checkpoint.archive import FileReader
-from robo_safe_rl.checkpoint.containers import Contents, Extent
-from robo_safe_rl.checkpoint.stats import (
-    CHUNK_ELEMENTS,
-    OPAQUE_DTYPES,
-    PACKED_DTYPES,
-    Counts,
-    TensorRow,
-    chunk_stats,
-    row_from_counts,
-    scan_dtype,
-)
-from robo_safe_rl.checkpoint.structure import Kind, TensorRef, walk_refs
+from robo_safe_rl.checkpoint.chunks import OPAQUE_DTYPES, PACKED_DTYPES, chunk_stats, scan_dtype
+from robo_safe_rl.checkpoint.contents import Contents, Extent
+from robo_safe_rl.checkpoint.refs import Kind, TensorRef
+from robo_safe_rl.checkpoint.stats import CHUNK_ELEMENTS, Counts, TensorRow, row_from_counts
+from robo_safe_rl.checkpoint.structure import walk_refs
 from robo_safe_rl.errors import CheckpointError
 
 

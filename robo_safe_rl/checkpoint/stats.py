@@ -6,38 +6,18 @@ Nothing here touches files; :mod:`robo_safe_rl.checkpoint.loading` opens them an
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
 import torch
 
-from robo_safe_rl.safety.finite import NATIVE_FLOAT_DTYPES
+from robo_safe_rl.checkpoint.chunks import chunk_stats, scan_dtype
 
 CHUNK_ELEMENTS = 1 << 22
 """Elements per chunk when scanning a tensor (16 MiB of float32), so the memory used stays bounded by one chunk
 whatever the tensor's size, and a chunk of a memory-mapped file can be released as soon as it is read."""
-
-_WIDENED_INT_DTYPES = (torch.uint16, torch.uint32)
-"""Unsigned dtypes without CPU min/max kernels; widened to int64, which holds every value exactly."""
-
-PACKED_DTYPES = frozenset(
-    [getattr(torch, f"{kind}{bits}") for kind in ("int", "uint") for bits in range(1, 8)]
-    + [torch.float4_e2m1fn_x2, torch.quint4x2, torch.quint2x4]
-)
-"""Sub-byte dtypes packed several values to a byte. They have no kernels to compute with; no bit pattern of theirs
-is NaN or Inf (float4_e2m1fn has no such encodings), so they are finite by construction and their range is not
-computed."""
-
-OPAQUE_DTYPES = frozenset([torch.bits1x8, torch.bits2x4, torch.bits4x2, torch.bits8, torch.bits16])
-"""Raw bit containers: their bytes have no numeric meaning, so there is nothing to call finite or not."""
-
-QUANTIZED_REPR = {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}
-"""The integer type a quantized tensor's storage holds; always finite (the float values come from its scale)."""
-
-_COMPONENT = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 _OPTIMIZER_STATE_KEYS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "step", "sum"})
 """Per-parameter state keys of torch's optimizers, used to recognise a bare optimizer state dict."""
@@ -74,14 +54,6 @@ class Counts:
         lo, hi = (self.min, self.max) if not negative or self.min is None else (-self.max, -self.min)  # type: ignore[operator]
         pos, neg = (self.neginf, self.posinf) if negative else (self.posinf, self.neginf)
         return Counts(self.nan * times, pos * times, neg * times, lo, hi)
-
-
-def scan_dtype(dtype: torch.dtype) -> torch.dtype | None:
-    """The dtype a storage's bytes are scanned as: complex as its real components, quantized as its integers;
-    ``None`` for packed and opaque dtypes, which have nothing to scan."""
-    if dtype in PACKED_DTYPES or dtype in OPAQUE_DTYPES:
-        return None
-    return _COMPONENT.get(dtype, QUANTIZED_REPR.get(dtype, dtype))
 
 
 @dataclass(frozen=True)
@@ -135,72 +107,6 @@ class TensorRow:
         return {**asdict(self), "part": self.part.value, "shape": list(self.shape)}
 
 
-NAME_PARTS = 24
-"""Path components a tensor's name keeps at each end; a deeper path shows how many levels it leaves out in the
-middle (``a/b/.../[999952 levels]/.../y/z``). Names stay short, and walking a structure nested a million levels deep
-stays linear: no level copies the path above it."""
-
-
-def walk_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield every tensor inside nested dicts, lists and tuples, with its path.
-
-    Keys and list indices are joined with ``/``; values that are neither tensors nor containers (numbers, strings,
-    ``None``) are skipped. A container reached twice (shared or cyclic references) is walked once. The walk keeps
-    its own stack, so any nesting depth is fine; paths deeper than ``2 * NAME_PARTS`` are shortened in the middle.
-
-    Args:
-        obj: A tensor or a nesting of dicts, lists and tuples holding tensors.
-        prefix: Path of ``obj`` itself; empty at the top.
-
-    Yields:
-        ``(name, tensor)`` pairs in the container's order.
-    """
-    return walk_leaves(obj, lambda item: item if isinstance(item, torch.Tensor) else None, prefix)
-
-
-def walk_leaves(obj: Any, leaf: Callable[[Any], Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Yield ``(path, leaf(item))`` for every item of a nesting of dicts, lists, tuples and sets for which ``leaf``
-    returns something other than ``None``, in container order (see :func:`walk_tensors`)."""
-    seen: set[int] = set()
-    start = (prefix,) if prefix else ()
-    # Each entry: the path's first NAME_PARTS components, the deeper ones as a linked list (part, parent) so that
-    # a level costs O(1) however deep it is, the depth, and the item.
-    stack: list[tuple[tuple[str, ...], Any, int, Any]] = [(start, None, len(start), obj)]
-    while stack:
-        head, tail, depth, item = stack.pop()
-        value = leaf(item)
-        if value is not None:
-            yield _join(head, tail, depth), value
-            continue
-        if isinstance(item, dict):
-            children: list[tuple[Any, Any]] = list(item.items())
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            children = list(enumerate(item))
-        else:
-            continue
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        depth += 1
-        children.reverse()
-        if depth > NAME_PARTS:
-            for key, child in children:
-                stack.append((head, (str(key), tail), depth, child))
-        else:
-            for key, child in children:
-                stack.append(((*head, str(key)), None, depth, child))
-
-
-def _join(head: tuple[str, ...], tail: Any, depth: int) -> str:
-    last: list[str] = []
-    while tail is not None and len(last) < NAME_PARTS:
-        part, tail = tail
-        last.append(part)
-    last.reverse()
-    left_out = depth - len(head) - len(last)
-    return "/".join((*head, f"[{left_out} levels]", *last) if left_out > 0 else (*head, *last))
-
-
 def classify_part(name: str) -> Part:
     """Say which part of a policy checkpoint a tensor belongs to, from its path.
 
@@ -210,7 +116,7 @@ def classify_part(name: str) -> Part:
     the same key prefixes, and bare optimizer state dicts (``state/<index>/exp_avg``).
 
     Args:
-        name: Path of the tensor as built by :func:`walk_tensors`.
+        name: Path of the tensor as built by :func:`~robo_safe_rl.checkpoint.walk.walk_tensors`.
 
     Returns:
         The part; :attr:`Part.OTHER` when the path names none of them (RND, ``infos``, unknown layouts).
@@ -313,53 +219,3 @@ def row_from_counts(
         scope=scope,
         note=note,
     )
-
-
-def chunk_stats(chunk: torch.Tensor) -> tuple[int, int, int, float | int | None, float | int | None]:
-    """Return ``(nan, posinf, neginf, finite_min, finite_max)`` of a 1-D chunk of any real dtype.
-
-    Packed and opaque dtypes (see :func:`scan_dtype`) have no range: ``(0, 0, 0, None, None)``.
-    """
-    if chunk.numel() == 0 or scan_dtype(chunk.dtype) is None:
-        return 0, 0, 0, None, None
-    if chunk.dtype == torch.bool:
-        chunk = chunk.to(torch.uint8)
-    elif chunk.dtype in _WIDENED_INT_DTYPES:
-        chunk = chunk.to(torch.int64)
-    elif chunk.dtype == torch.uint64:
-        return (0, 0, 0, *_uint64_range(chunk))
-    if not chunk.is_floating_point():
-        lo, hi = torch.aminmax(chunk)
-        return 0, 0, 0, int(lo.item()), int(hi.item())
-    if chunk.dtype not in NATIVE_FLOAT_DTYPES:
-        chunk = chunk.float()
-    # min and max propagate NaN and reach ±Inf, so finite extremes prove the whole chunk finite in one pass;
-    # only a chunk that holds a non-finite element pays for the counts and the masked range.
-    lo, hi = torch.aminmax(chunk)
-    lo_f, hi_f = float(lo.item()), float(hi.item())
-    if math.isfinite(lo_f) and math.isfinite(hi_f):
-        return 0, 0, 0, lo_f, hi_f
-    # count_nonzero of a mask is several times faster than mask.sum(), which widens the mask to int64 first. A chunk
-    # that is all NaN (the usual state of a blown-up layer) stops after the first count.
-    n = chunk.numel()
-    nan = int(torch.count_nonzero(torch.isnan(chunk)))
-    posinf = 0 if nan == n else int(torch.count_nonzero(chunk == math.inf))
-    neginf = 0 if nan + posinf == n else int(torch.count_nonzero(chunk == -math.inf))
-    if nan + posinf + neginf == n:
-        return nan, posinf, neginf, None, None
-    lo, hi = torch.aminmax(chunk[torch.isfinite(chunk)])
-    return nan, posinf, neginf, float(lo.item()), float(hi.item())
-
-
-def _uint64_range(chunk: torch.Tensor) -> tuple[int, int]:
-    """Unsigned range of a uint64 chunk: its bits read as int64, values of 2**63 and up appear negative."""
-    signed = chunk.view(torch.int64)
-    high = signed < 0
-    n_high = int(torch.count_nonzero(high))
-    if n_high == 0:
-        lo, hi = torch.aminmax(signed)
-        return int(lo.item()), int(hi.item())
-    top = int(signed[high].max().item()) + (1 << 64)
-    if n_high == signed.numel():
-        return int(signed.min().item()) + (1 << 64), top
-    return int(signed[~high].min().item()), top
