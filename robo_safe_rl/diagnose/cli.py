@@ -23,7 +23,7 @@ from rich.console import Console
 
 from robo_safe_rl.diagnose.inputs import resolve
 from robo_safe_rl.diagnose.pipeline import ReplayMode, diagnose_source
-from robo_safe_rl.diagnose.render import render
+from robo_safe_rl.diagnose.render import printable, render
 from robo_safe_rl.diagnose.replay import DEFAULT_STEPS_AFTER
 from robo_safe_rl.diagnose.report import DiagnoseReport
 from robo_safe_rl.diagnose.vet import DEFAULT_VET_STEPS, vet_policy
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = _vet(args) if args.policy is not None else _diagnose(args)
     except (RoboSafeRLError, OSError) as err:
-        message = " ".join(str(err).split())
+        message = printable(" ".join(str(err).split()))
         report = DiagnoseReport(path=target, mode="policy" if args.policy else "incidents", error=message)
         print(f"diagnose: {message}", file=sys.stderr)
     if args.json:

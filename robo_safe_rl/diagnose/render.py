@@ -33,8 +33,17 @@ def render(console: Console, report: DiagnoseReport) -> None:
             _line(console, f"- {text}", style)
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable written as its escape (``\\x1b``, ``\\n``, ``\\udcff``):
+    a folder name or a record field may carry terminal control sequences or undecodable bytes, which must neither
+    reach the terminal nor make the print fail."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _line(console: Console, text: str, style: str | None = None) -> None:
-    console.print(escape(text), style=style, highlight=False)
+    console.print(escape(printable(text)), style=style, highlight=False)
 
 
 def _render_incidents(console: Console, report: DiagnoseReport) -> None:
