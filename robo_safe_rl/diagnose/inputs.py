@@ -9,28 +9,33 @@
 - one record: any of the above followed by ``#<id>`` (``run/incidents/incidents.jsonl#3``, ``run#3`` for the run's
   ``incidents/``), or the record's ``.npz`` file.
 
-Unlike :func:`~robo_safe_rl.bridge.incidents.read_incidents`, which skips a truncated last line (what a crash
-mid-write leaves), a diagnosis refuses any line it cannot read, a missing or damaged array file, or an unknown
-record format: it says which file and why (:class:`~robo_safe_rl.errors.IncidentError`), and the command exits 2.
+Records are data from disk, possibly damaged or crafted. Reading is strict and bounded
+(:mod:`~robo_safe_rl.diagnose.records`, :mod:`~robo_safe_rl.diagnose.arrays`, :mod:`~robo_safe_rl.diagnose.limits`):
+every line must be a schema-1 record whose every field checks out (:mod:`~robo_safe_rl.diagnose.schema`), naming
+only a registered task id and, in ``arrays``, only a file inside its incidents folder (symlinks resolved); every
+array file must declare the arrays its record describes, within the size limits, before its data is read. Anything
+else raises :class:`~robo_safe_rl.errors.IncidentError` saying which file, record and field, and the command exits 2
+(a bad record is never skipped: a diagnosis of the others would read as complete).
 """
 
 from __future__ import annotations
 
-import json
+import os
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from robo_safe_rl.bridge.incidents import JSONL_NAME, load_incident_arrays, read_incidents
+from robo_safe_rl.bridge.incidents import JSONL_NAME
+from robo_safe_rl.diagnose.arrays import ArrayBudget, read_npz
+from robo_safe_rl.diagnose.limits import DEFAULT_LIMITS, Limits
+from robo_safe_rl.diagnose.records import read_records
+from robo_safe_rl.diagnose.schema import check_array_headers, show
 from robo_safe_rl.errors import IncidentError
 from robo_safe_rl.rundir import CHECKPOINT_FILES, INCIDENTS_DIR, RUN_FILES, RunDir, is_run_file
 
-#: Fields a record must have for a diagnosis (the others are read where present).
-REQUIRED_FIELDS: tuple[str, ...] = ("id", "kind", "phase", "arrays", "env_index")
 _RECORD_SUFFIX = re.compile(r"(.*)#(\d+)")
 
 
@@ -85,8 +90,8 @@ class IncidentSource:
     selected_id: int | None = None
 
 
-def resolve(path_text: str) -> IncidentSource:
-    """Read the incidents a PATH names (forms in the module docstring).
+def resolve(path_text: str, limits: Limits = DEFAULT_LIMITS) -> IncidentSource:
+    """Read the incidents a PATH names (forms in the module docstring), within ``limits``.
 
     Raises:
         IncidentError: If the path is missing, of an unknown kind, or any record or array file in it is unusable.
@@ -98,24 +103,25 @@ def resolve(path_text: str) -> IncidentSource:
     path = Path(path_text)
     if not path.exists():
         raise IncidentError(f"{path}: no such file or directory")
-    if path.is_file() and path.suffix == ".npz":
+    # Not "is_file": a FIFO or a device named like an incident file is refused when read, not taken for a folder.
+    if not path.is_dir() and path.suffix == ".npz":
         if selected is not None:
             raise IncidentError(f"{path}#{selected}: an .npz file is one record already; drop the #{selected}")
-        return _from_npz(path)
-    if path.is_file():
+        return _from_npz(path, limits)
+    if not path.is_dir():
         if path.name != JSONL_NAME:
             raise IncidentError(
                 f"{path}: unknown input: expected a run directory, an incidents directory, {JSONL_NAME} or an "
                 "incident's .npz file"
             )
         directories = [path.parent]
-    elif (path / JSONL_NAME).is_file():
+    elif _has_records(path):
         directories = [path]
     elif path.name.startswith(INCIDENTS_DIR) and selected is None:
         # A recorder makes its folder before its first record: an empty incidents folder is "no incidents".
         return IncidentSource(path=path, run_dir=path.parent)
     else:
-        directories = [d for d in RunDir(path).incident_dirs() if (d / JSONL_NAME).is_file()]
+        directories = [d for d in RunDir(path).incident_dirs() if _has_records(d)]
         if not directories and not _looks_like_run_dir(path):
             raise IncidentError(
                 f"{path}: not a run directory (no {INCIDENTS_DIR}/, {', '.join(RUN_FILES)} or {CHECKPOINT_FILES}) and "
@@ -128,11 +134,17 @@ def resolve(path_text: str) -> IncidentSource:
                     f"{path}#{selected}: the run has no {INCIDENTS_DIR}/ folder to take record {selected} from"
                 )
             source.directories = directories[:1]
-        source.incidents = _read_all(source.directories, selected)
+        source.incidents = _read_all(source.directories, selected, limits)
         return source
     source = IncidentSource(path=path, run_dir=directories[0].parent, directories=directories, selected_id=selected)
-    source.incidents = _read_all(directories, selected)
+    source.incidents = _read_all(directories, selected, limits)
     return source
+
+
+def _has_records(directory: Path) -> bool:
+    """Whether ``directory`` holds an ``incidents.jsonl`` of any kind: one that is not a regular file, or a dangling
+    symlink, is then refused with a reason rather than read as "no incidents"."""
+    return os.path.lexists(directory / JSONL_NAME)
 
 
 def _looks_like_run_dir(path: Path) -> bool:
@@ -142,70 +154,61 @@ def _looks_like_run_dir(path: Path) -> bool:
         return False
 
 
-def _from_npz(path: Path) -> IncidentSource:
+def _from_npz(path: Path, limits: Limits) -> IncidentSource:
     directory = path.parent
-    records = read_strict(directory)
-    found = [r for r in records if r.get("arrays") == path.name]
+    records = read_records(directory, limits)
+    found = [r for r in records if r["arrays"] == path.name]
     if not found:
         raise IncidentError(f"{path}: no record of {directory / JSONL_NAME} names this file")
     record = found[0]
-    incident = LoadedIncident(directory, record, load_arrays(directory, record))
+    incident = LoadedIncident(directory, record, load_arrays(directory, record, limits))
     return IncidentSource(
         path=path, run_dir=directory.parent, directories=[directory], incidents=[incident], selected_id=incident.id
     )
 
 
-def _read_all(directories: list[Path], selected: int | None) -> list[LoadedIncident]:
+def _read_all(directories: list[Path], selected: int | None, limits: Limits) -> list[LoadedIncident]:
     incidents: list[LoadedIncident] = []
+    budget = ArrayBudget(limits.total_array_bytes)
     for directory in directories:
-        records = read_strict(directory)
+        records = read_records(directory, limits)
         if selected is not None:
             records = [r for r in records if r["id"] == selected]
             if not records:
                 raise IncidentError(f"{directory / JSONL_NAME}: no record with id {selected}")
-        incidents.extend(LoadedIncident(directory, r, load_arrays(directory, r)) for r in records)
+        incidents.extend(LoadedIncident(directory, r, load_arrays(directory, r, limits, budget)) for r in records)
     return incidents
 
 
-def read_strict(directory: Path) -> list[dict[str, Any]]:
-    """Every record of ``directory/incidents.jsonl``, refusing a truncated line and records lacking a field.
+def array_file(directory: Path, record: dict[str, Any]) -> Path:
+    """The npz file a checked record names, refused when it leads outside ``directory`` (through a symlink).
 
     Raises:
-        IncidentError: Naming the file, the line and what is wrong with it.
+        IncidentError: Naming the record, the field and where the file leads.
     """
-    path = directory / JSONL_NAME
+    path = directory / record["arrays"]
+    where = f"{directory / JSONL_NAME}: record {record['id']}: field 'arrays': {show(record['arrays'])}"
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise IncidentError(f"{path}: cannot read it ({err})") from err
-    last = text.rsplit("\n", 1)[-1]
-    if last.strip():
-        try:
-            json.loads(last)
-        except json.JSONDecodeError as err:
-            number = text.count("\n") + 1
-            raise IncidentError(
-                f"{path}:{number}: truncated record (no newline at the end, the writer stopped mid-line); remove "
-                "that line to diagnose the others"
-            ) from err
-    records = read_incidents(directory)
-    for number, record in enumerate(records, start=1):
-        missing = [key for key in REQUIRED_FIELDS if key not in record]
-        if missing:
-            raise IncidentError(f"{path}: record {number} lacks the field(s) {', '.join(missing)}")
-        if not isinstance(record["id"], int) or not isinstance(record["arrays"], str):
-            raise IncidentError(f"{path}: record {number} has a malformed id or arrays field")
-    return records
+        root, target = directory.resolve(), path.resolve()
+    except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop
+        raise IncidentError(f"{where} cannot be resolved ({err})") from err
+    if not target.is_relative_to(root):
+        raise IncidentError(
+            f"{where} leads outside the incidents folder (to {target}); a record may only name a file inside it"
+        )
+    return path
 
 
-def load_arrays(directory: Path, record: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The arrays of one record.
+def load_arrays(
+    directory: Path, record: dict[str, Any], limits: Limits = DEFAULT_LIMITS, budget: ArrayBudget | None = None
+) -> dict[str, np.ndarray]:
+    """The arrays of one checked record, read within ``limits`` and ``budget`` (:mod:`~robo_safe_rl.diagnose.arrays`).
 
     Raises:
-        IncidentError: If the npz file is missing, truncated or not an npz file.
+        IncidentError: If the npz file is outside the folder, missing, truncated, not an npz file, or declares arrays
+            that do not fit the record or the limits.
     """
-    try:
-        return load_incident_arrays(directory, record)
-    except (zipfile.BadZipFile, EOFError, KeyError) as err:
-        # load_incident_arrays lets zipfile's error through: a truncated npz is not an OSError.
-        raise IncidentError(f"cannot read incident arrays {directory / str(record['arrays'])}: {err}") from err
+    path = array_file(directory, record)
+    budget = budget if budget is not None else ArrayBudget(limits.total_array_bytes)
+    where = f"{path}: record {record['id']}"
+    return read_npz(path, lambda headers: check_array_headers(record, headers, where), limits, budget, where)

@@ -140,7 +140,7 @@ def _future_schema(run: Path) -> Path:
 
 
 UNUSABLE = [
-    (_truncate_npz, "File is not a zip file"),
+    (_truncate_npz, "not an .npz file (no zip end record)"),
     (_delete_npz, "No such file"),
     (_cut_last_line, "truncated record (no newline at the end"),
     (_garble_first_line, ":1: not a JSON incident record"),
