@@ -13,8 +13,9 @@ For a record with a simulator snapshot (``state.*`` arrays):
    one is reported.
 
 A replay is impossible (and says why) for a fault during a reset, a record without a task id, snapshot or action,
-a history too short to reach the step, a task that is not registered or lacks the simulator protocol, or a
-snapshot the task refuses to restore.
+a history too short to reach the step, a task id that is not registered (or names a module to import: never
+made), a task that lacks the simulator protocol or takes actions of another shape, or a snapshot the task refuses
+to restore.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.bridge.safe_step import physics_error_types
 from robo_safe_rl.diagnose.action import ActionFinding
 from robo_safe_rl.diagnose.outcome import ReplayResult, StepOutcome, classify_outcome
+from robo_safe_rl.diagnose.schema import task_id_problem
 from robo_safe_rl.safety.finite import all_finite
 from robo_safe_rl.safety.incident_kinds import IncidentKind
 from robo_safe_rl.safety.sanitize import sanitize_action
@@ -71,6 +73,17 @@ class _Task:
             raise _Impossible(f"task {env_id} does not implement the simulator protocol (get_sim_state, set_sim_state)")
         self.sim = cast(SimulatedEnv, self.task)
         self.errors = physics_error_types(self.task)
+        self.env_id = env_id
+
+    def check_action(self, action: np.ndarray) -> None:
+        """Refuse an action the task's action space cannot take (a record of another task with the same id)."""
+        shape = getattr(self.env.action_space, "shape", None)
+        if shape is not None and action.shape != tuple(shape):
+            self.close()
+            raise _Impossible(
+                f"the recorded action has shape {action.shape}, but task {self.env_id} takes actions of shape "
+                f"{tuple(shape)}"
+            )
 
     def restore(self, state: dict[str, np.ndarray], pre_actions: np.ndarray) -> tuple[np.ndarray, str | None]:
         """Reset, restore ``state``, step ``pre_actions``; return the observation and why the state is unsound."""
@@ -110,6 +123,11 @@ class _Impossible(Exception):
 
 
 def _make(env_id: str) -> gym.Env:
+    # A record is data: an id with a module part would make gymnasium import that module (inputs refuse such
+    # records; this keeps replay_incident safe for records that did not come through them).
+    problem = task_id_problem(env_id)
+    if problem is not None:
+        raise _Impossible(f"cannot make task: {problem}")
     return gym.make(env_id, disable_env_checker=True)
 
 
@@ -146,6 +164,7 @@ def replay_incident(
     result = ReplayResult(possible=True, env_id=env_id, snapshot_age=age, steps_after=steps_after)
     try:
         first = _Task(make_env, env_id)
+        first.check_action(raw)
         try:
             obs, pre_reason = first.restore(state, pre)
             result.obs_deviation = _deviation(obs, arrays)

@@ -9,6 +9,7 @@ negative reward (stall cost ``-0.1 * 1e20 / 8``).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -152,11 +153,20 @@ def _nan_record(env_id: str | None, *, simulated: bool = True, state: bool = Tru
     [
         ("CartPole-v1", False, False, "no simulator state (the task does not implement the simulator protocol)"),
         (None, True, True, "names no task"),
-        ("RoboSafe/Nope-v0", True, True, "cannot make task RoboSafe/Nope-v0"),
+        ("RoboSafe/Nope-v0", True, True, "cannot make task: 'RoboSafe/Nope-v0' is not a registered task id"),
+        # gymnasium.make("this:Nope-v0") would import the module `this` (it prints a poem) before looking for Nope.
+        ("this:Nope-v0", True, True, "cannot make task: 'this:Nope-v0' names a module to import"),
         ("CartPole-v1", True, True, "task CartPole-v1 does not implement the simulator protocol"),
+        (
+            "RoboSafe/Ant-v0",
+            True,
+            True,
+            "the recorded action has shape (2,), but task RoboSafe/Ant-v0 takes actions of",
+        ),
     ],
 )
 def test_replay_says_why_it_is_impossible(env_id: str | None, simulated: bool, state: bool, why: str) -> None:
     record, arrays = _nan_record(env_id, simulated=simulated, state=state)
     result = replay_incident(record, arrays, analyse_action(record, arrays))
     assert not result.possible and why in result.why_not  # type: ignore[operator]
+    assert "this" not in sys.modules
