@@ -45,7 +45,9 @@ env/engine fault. The replay restores the recorded state in a fresh env and appl
 sanitised one; a script that reproduces the fault is written to <run_dir>/repro/.
 
 Exit codes: 0 no incidents, or none caused by actions (--policy: no bad action); 1 incidents caused by actions
-(--policy: a bad action was emitted); 2 unusable input."""
+(--policy: a bad action was emitted); 2 unusable input: missing, damaged or crafted incident files (a field or an
+array that breaks the record schema, a task id with a module part, a file outside the incidents folder, sizes
+beyond the limits), with one line naming the file, record and field."""
 
 
 def build_parser() -> argparse.ArgumentParser:
