@@ -36,7 +36,8 @@ from robo_safe_rl.diagnose.schema import check_array_headers, show
 from robo_safe_rl.errors import IncidentError
 from robo_safe_rl.rundir import CHECKPOINT_FILES, INCIDENTS_DIR, RUN_FILES, RunDir, is_run_file
 
-_RECORD_SUFFIX = re.compile(r"(.*)#(\d+)")
+#: ``PATH#<id>``; more than 18 digits is no record id (and ``int()`` refuses more than 4,300).
+_RECORD_SUFFIX = re.compile(r"(.*)#(\d{1,18})")
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,7 @@ def test_unusable_incident_files_exit_2_with_one_line(
     [
         (["{tmp}/missing"], "no such file or directory"),
         (["{run}#7"], "no record with id 7"),
+        (["{run}#" + "9" * 5000], "File name too long"),
         (["{run}/config.yaml"], "unknown input"),
         (["{tmp}"], "not a run directory"),
         (["{run}", "--checkpoint", "{tmp}/none.pt"], "--checkpoint not found"),
