@@ -61,7 +61,6 @@ FIELDS = {
     "source_unknown": (_set(source="me"), "field 'source': expected one of safe_step, tensor_guard, got 'me'"),
     "env_id_number": (_set(env_id=7), "field 'env_id': expected a string or null, got 7"),
     "env_id_module": (_set(env_id="os:system"), "field 'env_id': 'os:system' names a module to import"),
-    "env_id_unregistered": (_set(env_id="Nope-v0"), "field 'env_id': 'Nope-v0' is not a registered task id"),
     "arrays_parent": (_set(arrays="../../x.npz"), "field 'arrays': expected the name of an .npz file in the incidents"),
     "arrays_absolute": (_set(arrays="/etc/x.npz"), "field 'arrays': expected the name of an .npz file"),
     "arrays_not_npz": (_set(arrays=JSONL), "got 'incidents.jsonl'"),
@@ -90,6 +89,18 @@ def test_a_malformed_field_exits_2_naming_the_record_and_field(
     jsonl = edit_record(run / "incidents", change)
     line = _one_line_exit_2([str(run)], capsys)
     assert line.startswith(f"{jsonl}:1: record 0: ") and why in line, line
+
+
+def test_a_task_not_registered_here_is_diagnosed_but_not_replayed(
+    bad_actions_run: Path, copy_run: Callable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An Isaac Lab task recorded by the tensor guard is not registered where diagnose runs: its records are still
+    # explained from what they hold (the NaN action: exit 1), and the replay says why it cannot run.
+    run = copy_run(bad_actions_run)
+    edit_record(run / "incidents", _set(env_id="Isaac-Velocity-Flat-Anymal-C-v0"))
+    assert main([str(run), "--replay", "first"]) == 1
+    out = capsys.readouterr().out
+    assert "'Isaac-Velocity-Flat-Anymal-C-v0' is not a registered task id" in out, out
 
 
 TEXT = {
