@@ -91,6 +91,10 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     }
     #: Exceptions the engine raises (a dead client raises ``pybullet.error: Not connected to physics server.``).
     physics_error_types: tuple[type[BaseException], ...] = (pybullet.error,)
+    #: Resident memory one env costs, in bytes, for sizing a run before it is built. Measured with PyBullet 3.2.7:
+    #: 29.3 MiB per Ant env (RSS growth over 1 to 64 envs, each reset and stepped), of which 28.0 MiB is the DIRECT
+    #: client itself (its command and status buffers, whatever the robot); rounded up.
+    memory_per_env: ClassVar[int] = 32 * 2**20
 
     def __init__(
         self,
@@ -105,6 +109,14 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self.render_width = render_width
         self.render_height = render_height
         self.settings = settings if settings is not None else physics.PhysicsSettings()
+        # What a pickled env is rebuilt from (see __getstate__).
+        self._init_kwargs: dict[str, Any] = {
+            "render_mode": render_mode,
+            "render_width": render_width,
+            "render_height": render_height,
+            "settings": settings,
+        }
+        self._closed = False
         self._client = physics.NO_CLIENT
         self._build_world()
 
@@ -170,6 +182,23 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         if self._client == client:
             self._client = physics.NO_CLIENT
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle support: an env pickles as its constructor arguments (gymnasium's ``EzPickle`` rule).
+
+        A physics world cannot travel, and copying the client id would make two envs drive one world; the copy
+        builds its own and must be reset before stepping.
+        """
+        return {"init_kwargs": dict(self._init_kwargs)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Build a fresh env from the pickled constructor arguments (its own physics client)."""
+        self.__init__(**state["init_kwargs"])  # type: ignore[misc]  # the one way to build the world
+
+    @property
+    def reward_bound(self) -> float:
+        """Bound on ``|reward|`` of one step for any state within the task's limits (``walker.reward_bound``)."""
+        return self.walker.reward_bound
+
     @property
     def client_id(self) -> int:
         """The PyBullet client id of this env's world (-1 when closed)."""
@@ -210,7 +239,9 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
 
         Raises:
             pybullet.error: If the physics client is gone (call :meth:`rebuild_simulation`).
+            gymnasium.error.ClosedEnvironmentError: After :meth:`close`.
         """
+        self._check_open("reset")
         super().reset(seed=seed)
         if not self._state_finite:
             logger.info("the last step left a non-finite state; rebuilding the world before the reset")
@@ -261,7 +292,10 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         Raises:
             ValueError: If the action has the wrong shape.
             pybullet.error: If the physics client is gone.
+            gymnasium.error.ClosedEnvironmentError: After :meth:`close`.
         """
+        if self._closed:
+            self._check_open("step")
         a = np.asarray(action)
         if a.shape != self._action_shape:
             raise ValueError(f"action must have shape {self._action_shape}, got {a.shape}")
@@ -400,7 +434,9 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return np.ascontiguousarray(image[:, :, :3])
 
     def close(self) -> None:
-        """Disconnect this env's physics client and free it. Safe to call more than once."""
+        """Disconnect this env's physics client and free it. Safe to call more than once; afterwards ``step``,
+        ``reset`` and ``rebuild_simulation`` raise ``gymnasium.error.ClosedEnvironmentError``."""
+        self._closed = True
         client, self._client = self._client, physics.NO_CLIENT
         physics.release_client(client, self._forget_client)
         # A client killed behind our back (break_simulation) is already gone; disconnecting it again would raise.
@@ -422,8 +458,18 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         ``resetSimulation`` (which recreates the dynamics world) and reloaded: ~3.4 ms for the Ant, reset included.
         If it is dead (``pybullet.error: Not connected to physics server.``), a new DIRECT client is made: ~4 ms, up
         to ~15 ms when the allocator has to map fresh memory for it.
+
+        Raises:
+            gymnasium.error.ClosedEnvironmentError: After :meth:`close` (a closed env stays closed).
         """
+        self._check_open("rebuild_simulation")
         self._build_world()
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            raise gymnasium.error.ClosedEnvironmentError(
+                f"{type(self).__name__}.{method}() after close(); make a new env"
+            )
 
     def get_sim_state(self) -> dict[str, np.ndarray]:
         """Return everything needed to continue this exact moment in another env of the same task.

@@ -39,6 +39,9 @@ class WalkerSpec:
         foot_names: Links whose contact with the floor is observed, in observation order.
         power: Torque scale of the robot (``WalkerBase.power``); torque = power * power_coef * clip(action) N m.
         limits: Plausible state bounds for ``LocomotionEnv.check_state``.
+        reward_bound: Bound on ``|reward|`` of one step that any state within ``limits`` respects (derived from the
+            reward terms and the limits, see ``ant.py``); a larger finite reward is implausible (a reward bug, not a
+            gait). Exposed as ``LocomotionEnv.reward_bound`` for the safety layer.
         power_coef: Per-joint torque scale (``XmlBasedRobot.addToScene`` sets 100 for every joint); the MJCF
             actuator gear is not used, as in the reference. Default 100.0.
         electricity_cost: Weight of mean |action * 0.1 joint speed| (joint speed in rad/s). Default -2.0.
@@ -51,8 +54,13 @@ class WalkerSpec:
     foot_names: tuple[str, ...]
     power: float
     limits: StateLimits
+    reward_bound: float
     power_coef: float = 100.0
     electricity_cost: float = -2.0
     stall_torque_cost: float = -0.1
     joints_at_limit_cost: float = -0.1
     walk_target: tuple[float, float] = (1e3, 0.0)
+
+    def __post_init__(self) -> None:
+        if not self.reward_bound > 0.0:
+            raise ValueError(f"reward_bound must be > 0, got {self.reward_bound}")

@@ -181,9 +181,13 @@ def test_close_frees_the_client_and_is_idempotent() -> None:
     env.close()
     with pytest.raises(pybullet.error, match="Not connected to physics server"):
         pybullet.getNumBodies(physicsClientId=client)
-    with pytest.raises(pybullet.error, match="Not connected to physics server"):
-        env.step(np.zeros(8, dtype=np.float32))
     env.close()
+    assert env.client_id == -1
+    # A closed env stays closed: before, a step raised pybullet.error, which SafeStep took for a dead client and
+    # answered with a new simulation behind the caller's back.
+    for call in (lambda: env.step(np.zeros(8, dtype=np.float32)), env.reset, env.rebuild_simulation):
+        with pytest.raises(gymnasium.error.ClosedEnvironmentError, match=r"AntEnv\.\w+\(\) after close\(\)"):
+            call()
     assert env.client_id == -1
 
 
