@@ -4,7 +4,7 @@ The fault env (:class:`FaultEnv`, built through the ``make_fault_env`` fixture) 
 step can be told to go wrong at given steps, in the ways a physics engine goes wrong:
 
 - ``"nan_obs"``, ``"inf_obs"``: one observation element is NaN / +Inf (the state stays fine);
-- ``"nan_reward"``, ``"inf_reward"``: the reward is NaN / +Inf;
+- ``"nan_reward"``, ``"inf_reward"``: the reward is NaN / +Inf; ``"huge_reward"``: it is 1e30 (finite);
 - ``"physics_error"``: the step raises the engine's error (``FaultEngineError`` for the simulated variant, as
   ``pybullet.error`` would; :class:`~robo_safe_rl.errors.PhysicsError` for the plain one);
 - ``"nan_state"``: the state is NaN after the step, as after a NaN torque;
@@ -108,6 +108,8 @@ class FaultEnv(gym.Env[np.ndarray, np.ndarray]):
             reward = math.nan
         if "inf_reward" in faults:
             reward = math.inf
+        if "huge_reward" in faults:
+            reward = 1.0e30
         return obs, reward, False, False, {"step": self.steps}
 
 

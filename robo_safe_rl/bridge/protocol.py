@@ -3,6 +3,16 @@
 The library never imports ``envs/``: a task opts in by implementing these methods on its *unwrapped* env (duck
 typing, checked with :func:`is_simulated`). A plain gymnasium env without them still works under
 :class:`~robo_safe_rl.bridge.safe_step.SafeStep`; it only loses rebuilds, state checks and state records.
+
+Optional attributes any task may declare on its unwrapped env, with or without the protocol:
+
+- ``physics_error_types``: the exceptions its engine raises. Only these (and
+  :class:`~robo_safe_rl.errors.PhysicsError`, and ``safety.step.physics_errors``) are physics errors to SafeStep;
+  whatever else the env raises is a bug and propagates.
+- ``reward_bound``: a bound on ``|reward|`` of one step; a finite reward beyond it is an ``implausible_reward``
+  incident (:mod:`~robo_safe_rl.bridge.env_traits`).
+- ``memory_per_env``: the resident memory one env costs, in bytes; the training entry checks ``task.num_envs``
+  against the memory available before it builds anything.
 """
 
 from __future__ import annotations

@@ -2,17 +2,24 @@
 
 Per step, in this order:
 
+0. **Caller's bugs.** An action that is not an array of real numbers of the action space's shape (complex, strings,
+   ``None``, a wrong shape) raises ``TypeError`` / ``ValueError`` naming its dtype or shape and the Box; ``step()``
+   or ``reset()`` after ``close()`` raises ``gymnasium.error.ClosedEnvironmentError`` (it would otherwise build a
+   new simulation behind the caller's back). These are not faults to survive.
 1. **Action.** A finite action inside the Box goes through untouched and uncopied (the clean path). Otherwise it is
    sanitised (:func:`~robo_safe_rl.safety.sanitize.sanitize_action`: NaN to 0, +-Inf to the bounds, then clamped)
    into a buffer of the wrapper, the caller's array is left alone, ``actions_sanitised`` counts the components, and
    a non-finite action is recorded as a ``nonfinite_action`` incident. The episode goes on: nothing bad reached the
    engine.
-2. **Step.** Physics errors raised by the env (the task's ``physics_error_types``, ``pybullet.error`` when PyBullet
-   is loaded, :class:`~robo_safe_rl.errors.PhysicsError`) are caught.
-3. **Checks.** Reward finite, observation finite, and, for a task implementing the simulator protocol
+2. **Step.** Physics errors raised by the env are caught: :class:`~robo_safe_rl.errors.PhysicsError`, the types
+   the task declares (``physics_error_types``: ``pybullet.error`` for the PyBullet tasks) and those named in
+   ``safety.step.physics_errors`` (:mod:`~robo_safe_rl.bridge.env_traits`). Any other exception propagates: a
+   ``pybullet.error`` from a bug in an env that declares no PyBullet is a bug, not a physics error.
+3. **Checks.** Reward finite and within the task's plausible bound (``reward_bound``, if any), observation finite,
+   and, for a task implementing the simulator protocol
    (:func:`~robo_safe_rl.bridge.protocol.is_simulated`), ``check_state()`` (skipped with ``check_state=False``). A
    failed check is classified with the simulator state: ``nonfinite_state``, ``implausible_state``,
-   ``nonfinite_obs``, ``nonfinite_reward``.
+   ``nonfinite_obs``, ``nonfinite_reward``, ``implausible_reward``.
 4. **Recovery** of a physics error or failed check: the incident is recorded, the simulation is rebuilt when it may
    be poisoned (physics error, non-finite or implausible state: after a NaN reached PyBullet only a new world
    recovers) or else only reset, and the transition is returned as ``terminated`` with reward ``penalty`` and the
@@ -20,7 +27,9 @@ Per step, in this order:
    caller's own ``reset()`` is harmless. ``info["safe_step"]`` says what happened. A reset that fails again
    (exception, non-finite observation, implausible state) is retried with a rebuild, ``max_rebuild_attempts``
    times, then :class:`~robo_safe_rl.errors.RecoveryError` is raised: an env that cannot come back stops the run
-   with a clear message rather than looping.
+   with a clear message rather than looping. So is an env that SafeStep had to end ``max_consecutive_failures``
+   steps in a row (it returns NaN forever, say): a broken env stops the run, naming itself and the incident kinds,
+   rather than feeding the policy penalties for the rest of it.
 
 A plain gymnasium env (no simulator protocol) gets steps 1 to 3 without the state check and a reset for recovery.
 
@@ -32,8 +41,11 @@ snapshots: ``benchmarks.safe_step`` measures the ratio.
 
 Counters (``safe_step.counters``, plain ints, named as the ``Safety/`` tags): ``actions_sanitised`` (components),
 ``nonfinite_actions``, ``physics_errors``, ``nonfinite_states``, ``implausible_states``, ``nonfinite_obs``,
-``nonfinite_rewards`` (events), ``recoveries`` (transitions ended by SafeStep), ``env_rebuilds``,
-``incidents_dropped`` (records the recorder refused).
+``nonfinite_rewards``, ``implausible_rewards`` (events), ``recoveries`` (transitions ended by SafeStep),
+``env_rebuilds``, ``incidents_dropped`` (records the recorder refused).
+
+Pickling keeps the counters and the history; a wrapper with an incident recorder refuses (the recorder is the one
+writer of its directory).
 """
 
 from __future__ import annotations
@@ -42,17 +54,19 @@ import contextlib
 import logging
 import math
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
 
+from robo_safe_rl.bridge.env_traits import physics_error_types, reward_bound
 from robo_safe_rl.bridge.history import HistoryRing
 from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder, RateLimitedLog, exception_name
 from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
 from robo_safe_rl.config.safe_step import SafeStepConfig
-from robo_safe_rl.errors import ConfigError, PhysicsError, RecoveryError
+from robo_safe_rl.errors import ConfigError, RecoveryError
 from robo_safe_rl.safety.finite import all_finite, describe_nonfinite, nonfinite_state_keys
 from robo_safe_rl.safety.incident_kinds import COUNTER_OF_KIND, IncidentKind, classify_step, needs_rebuild
 from robo_safe_rl.safety.sanitize import SanitizedAction, make_action_test, sanitize_action
@@ -60,6 +74,10 @@ from robo_safe_rl.safety.sanitize import SanitizedAction, make_action_test, sani
 logger = logging.getLogger(__name__)
 # Shared by all envs of the process: a fault storm across 16 envs logs a handful of lines per kind, then one a minute.
 _WARN = RateLimitedLog(logger)
+
+#: dtype kinds of an action SafeStep accepts: bool, signed and unsigned integers, floats (complex, strings, objects
+#: and ``None`` are a caller's bug: comparing them with the bounds raises, or means nothing).
+_REAL_KINDS = "biuf"
 
 #: Every counter of :attr:`SafeStep.counters`, in the order the adapter logs them.
 COUNTER_NAMES: tuple[str, ...] = (
@@ -69,22 +87,6 @@ COUNTER_NAMES: tuple[str, ...] = (
     "env_rebuilds",
     "incidents_dropped",
 )
-
-
-def physics_error_types(unwrapped: object) -> tuple[type[BaseException], ...]:
-    """The exception types SafeStep treats as physics-engine failures for this (unwrapped) env.
-
-    The task's own ``physics_error_types`` when it implements the simulator protocol, ``pybullet.error`` when
-    PyBullet is loaded in this process (without importing it), and :class:`~robo_safe_rl.errors.PhysicsError`.
-    """
-    types: list[type[BaseException]] = [PhysicsError]
-    if is_simulated(unwrapped):
-        types.extend(unwrapped.physics_error_types)
-    pybullet = sys.modules.get("pybullet")
-    pybullet_error = getattr(pybullet, "error", None)
-    if isinstance(pybullet_error, type) and issubclass(pybullet_error, BaseException):
-        types.append(pybullet_error)
-    return tuple(dict.fromkeys(types))
 
 
 def sum_counters(envs: Iterable[gym.Env]) -> dict[str, int]:
@@ -152,7 +154,16 @@ class SafeStep(gym.Wrapper):
 
         unwrapped = env.unwrapped
         self._sim: SimulatedEnv | None = cast(SimulatedEnv, unwrapped) if is_simulated(unwrapped) else None
-        self._physics_errors = physics_error_types(unwrapped)
+        self._physics_errors = physics_error_types(unwrapped, self.cfg.physics_errors)
+        #: Bound on |reward| of one step (``None``: none, only non-finite rewards are incidents).
+        self.reward_bound: float | None = reward_bound(unwrapped, self.cfg.reward_bound)
+        # The clean path tests the reward with one chained comparison: NaN fails it, and so does +-Inf, also without
+        # a bound (the largest float then).
+        self._reward_high = self.reward_bound if self.reward_bound is not None else sys.float_info.max
+        self._reward_low = -self._reward_high
+        self._failures = 0  # steps in a row that SafeStep ended, and their kinds
+        self._failure_kinds: Counter[str] = Counter()
+        self._closed = False
         self._check_state = self.cfg.check_state and self._sim is not None
         self.action_names: list[str] | None = list(self._sim.action_names) if self._sim is not None else None
 
@@ -175,6 +186,35 @@ class SafeStep(gym.Wrapper):
         """Whether the task implements the simulator protocol (rebuilds, state checks, state records)."""
         return self._sim is not None
 
+    def close(self) -> None:
+        """Close the env; a later ``step()`` or ``reset()`` raises instead of silently building a new simulation."""
+        self._closed = True
+        super().close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle support: everything but the action test (a closure), rebuilt from the bounds when unpickled.
+
+        The wrapped env pickles by its own rules (the PyBullet tasks rebuild their world from their constructor
+        arguments: reset the copy before stepping it).
+
+        Raises:
+            TypeError: If the wrapper has an incident recorder: it is the one writer of its directory, shared by the
+                envs of a run; pickle without one (``recorder=None``) and give the copy its own.
+        """
+        if self.recorder is not None:
+            raise TypeError(
+                f"{self._where}: a SafeStep with an incident recorder cannot be pickled: the recorder is the one "
+                f"writer of {self.recorder.directory}; pickle it with recorder=None and give the copy its own"
+            )
+        state = self.__dict__.copy()
+        del state["_action_ok"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled wrapper (see :meth:`__getstate__`)."""
+        self.__dict__.update(state)
+        self._action_ok = make_action_test(self._low, self._high)
+
     # ----------------------------------------------------------------------------------------------- reset
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         """Reset the env; a reset that fails (physics error, non-finite observation, implausible state) is recorded
@@ -182,7 +222,10 @@ class SafeStep(gym.Wrapper):
 
         Raises:
             RecoveryError: If the env is still broken after ``max_rebuild_attempts`` rebuilds.
+            gymnasium.error.ClosedEnvironmentError: After :meth:`close`.
         """
+        if self._closed:
+            raise gym.error.ClosedEnvironmentError(f"{self._where}: reset() after close(); make a new env")
         return self._reset_with_recovery(seed=seed, options=options, rebuild=False)
 
     def _reset_with_recovery(
@@ -248,14 +291,17 @@ class SafeStep(gym.Wrapper):
             ``terminated=True``, ``truncated=False`` and ``info["safe_step"]``.
 
         Raises:
+            TypeError: If the action is not an array of real numbers (complex, strings, ``None``, objects).
             ValueError: If the action does not have the action space's shape (a caller's bug, not a fault).
-            RecoveryError: If the env cannot be brought back (see :meth:`reset`).
+            RecoveryError: If the env cannot be brought back (see :meth:`reset`), or ended
+                ``max_consecutive_failures`` steps in a row (a broken env).
+            gymnasium.error.ClosedEnvironmentError: After :meth:`close`.
         """
-        raw = action if type(action) is np.ndarray else np.asarray(action)
-        if raw.shape != self._act_shape:
-            raise ValueError(
-                f"{self._where}: action of shape {raw.shape}, expected the action space's {self._act_shape}"
-            )
+        if self._closed:
+            raise gym.error.ClosedEnvironmentError(f"{self._where}: step() after close(); make a new env")
+        raw = action if type(action) is np.ndarray else self._as_array(action)
+        if raw.dtype.kind not in _REAL_KINDS or raw.shape != self._act_shape:
+            self._reject_action(action, raw)
         self._env_step += 1
         self._episode_step += 1
         sanitized: SanitizedAction | None = None
@@ -277,8 +323,10 @@ class SafeStep(gym.Wrapper):
             reason = sim.check_state() if self._check_state and sim is not None else None
         except self._physics_errors as err:
             return self._recover([IncidentKind.physics_error], _exception_text(err), raw, sanitized, err)
-        if reason is None and math.isfinite(reward) and all_finite(obs):
+        if reason is None and self._reward_low <= reward <= self._reward_high and all_finite(obs):
             self._last_obs = obs
+            if self._failures:
+                self._end_failure_streak()
             if sanitized is not None:
                 info["safe_step"] = self._info(sanitized, None, reset=False, reason=self._action_reason(raw, sanitized))
             return obs, reward, terminated, truncated, info
@@ -288,8 +336,51 @@ class SafeStep(gym.Wrapper):
             return self._recover([IncidentKind.physics_error], _exception_text(err), raw, sanitized, err)
         if not kinds:  # unreachable while the fast tests are exact; a false alarm must not end an episode
             self._last_obs = obs
+            if self._failures:
+                self._end_failure_streak()
             return obs, reward, terminated, truncated, info
         return self._recover(kinds, why, raw, sanitized, None, obs=obs, reward=reward)
+
+    @staticmethod
+    def _as_array(action: object) -> np.ndarray:
+        try:
+            return np.asarray(action)
+        except (TypeError, ValueError):  # ragged nestings and objects numpy cannot make an array of
+            return np.asarray(None)  # dtype object: rejected with the caller's value named
+
+    def _reject_action(self, action: object, raw: np.ndarray) -> None:
+        """Raise the error for an action that is not a real array of the action space's shape (a caller's bug)."""
+        space = self.action_space
+        if raw.dtype.kind not in _REAL_KINDS:
+            what = f"{type(action).__name__} {action!r}"[:120]
+            raise TypeError(
+                f"{self._where}: action of dtype {raw.dtype} ({what}), expected real numbers of shape "
+                f"{self._act_shape} for the action space {space}"
+            )
+        raise ValueError(f"{self._where}: action of shape {raw.shape}, expected the action space's {self._act_shape}")
+
+    def _count_failure(self, kinds: list[IncidentKind], reason: str) -> None:
+        """Count one more step in a row that SafeStep ended; stop a broken env (``max_consecutive_failures``).
+
+        Raises:
+            RecoveryError: Naming the env, the incident kinds of the streak and the last reason.
+        """
+        self._failures += 1
+        self._failure_kinds.update(kind.value for kind in kinds)
+        limit = self.cfg.max_consecutive_failures
+        if self._failures < limit:
+            return
+        seen = ", ".join(f"{kind} x{n}" for kind, n in self._failure_kinds.most_common())
+        records = f"; its incidents are in {self.recorder.directory}" if self.recorder is not None else ""
+        raise RecoveryError(
+            f"{self._where} is broken: {limit} steps in a row ended by SafeStep ({seen}; the last: "
+            f"{kinds[0].value}: {reason}); stopping rather than training on its penalties "
+            f"(safety.step.max_consecutive_failures={limit}){records}"
+        )
+
+    def _end_failure_streak(self) -> None:
+        self._failures = 0
+        self._failure_kinds.clear()
 
     def _classify(self, obs: np.ndarray, reward: SupportsFloat, reason: str | None) -> tuple[list[IncidentKind], str]:
         """Kinds and a one-line reason for a result that failed the fast checks (may raise a physics error)."""
@@ -297,11 +388,13 @@ class SafeStep(gym.Wrapper):
         bad_keys = nonfinite_state_keys(state) if state is not None else []
         obs_finite = all_finite(obs)
         reward_finite = math.isfinite(float(reward))
+        reward_plausible = abs(float(reward)) <= self._reward_high
         kinds = classify_step(
             obs_finite=obs_finite,
             reward_finite=reward_finite,
             state_finite=None if state is None else not bad_keys,
             state_reason=reason,
+            reward_plausible=reward_plausible,
         )
         parts = []
         if bad_keys:
@@ -312,6 +405,8 @@ class SafeStep(gym.Wrapper):
             parts.append(f"observation: {describe_nonfinite(obs)}")
         if not reward_finite:
             parts.append(f"reward {float(reward)}")
+        elif not reward_plausible:
+            parts.append(f"reward {float(reward):.6g} beyond the plausible bound +-{self._reward_high:g}")
         return kinds, "; ".join(parts)
 
     def _recover(
@@ -341,6 +436,7 @@ class SafeStep(gym.Wrapper):
             rebuilt=rebuild,
         )
         self.counters["recoveries"] += 1
+        self._count_failure(kinds, reason)
         new_obs, info = self._reset_with_recovery(seed=None, options=None, rebuild=rebuild)
         info = dict(info)
         info["safe_step"] = self._info(sanitized, kinds, reset=True, reason=reason, rebuilt=rebuild)

@@ -7,10 +7,54 @@ documented with its default below; ``__post_init__`` checks ranges and raises
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 
 from robo_safe_rl.config.checks import float_in, int_in, require
+from robo_safe_rl.errors import ConfigError
+
+#: The config key naming extra physics-error types (used in messages).
+PHYSICS_ERRORS_KEY = "safety.step.physics_errors"
+
+
+@lru_cache(maxsize=64)
+def resolve_exception_type(name: str, key: str = PHYSICS_ERRORS_KEY) -> type[BaseException]:
+    """Import the exception class a dotted name refers to (``"pybullet.error"``, ``"mujoco.FatalError"``,
+    ``"my_pkg.sim:EngineError"``).
+
+    Args:
+        name: ``module.Name`` or ``module:Name``; nested names (``module:Outer.Inner``) are followed.
+        key: The config key the name came from, for the message.
+
+    Returns:
+        The class.
+
+    Raises:
+        ConfigError: Naming the key and the value, if the module cannot be imported, the name is not in it, or it is
+            not an exception class.
+    """
+    if ":" in name:
+        module_name, _, attr_path = name.partition(":")
+    else:
+        module_name, _, attr_path = name.rpartition(".")
+    if not module_name or not attr_path:
+        raise ConfigError(
+            f"invalid config value {key}={name!r}: expected an exception class as 'module.Name' or 'module:Name'"
+        )
+    try:
+        obj: object = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"invalid config value {key}={name!r}: cannot import module {module_name!r} ({err})") from err
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"invalid config value {key}={name!r}: module {module_name!r} has no {attr_path!r}")
+        obj = getattr(obj, part)
+    if not (isinstance(obj, type) and issubclass(obj, BaseException)):
+        kind = type(obj).__name__
+        raise ConfigError(f"invalid config value {key}={name!r}: {attr_path} is a {kind}, not an exception class")
+    return obj
 
 
 @dataclass
@@ -44,6 +88,22 @@ class SafeStepConfig:
     max_incident_mb: float = 200.0
     """Disk cap of ``incidents/`` in MiB (JSON lines plus arrays); records past it are counted as dropped.
     In [0, 1e6]."""
+    max_consecutive_failures: int = 100
+    """Steps in a row that SafeStep may end in one env (physics error, non-finite or implausible state, observation
+    or reward) before it stops the run with :class:`~robo_safe_rl.errors.RecoveryError`, naming the env and the
+    incident kind. A broken env (one that returns NaN forever) would otherwise be reset on every step for the whole
+    run and feed the policy nothing but penalties. 100: an env that cannot make one clean step in 100 is broken, not
+    unlucky (a fault striking independently with probability 0.5 per step does this once in 2^100 steps; the
+    gauntlet drill ends about 3% of steps); at 24 steps per iteration the run stops within 5 iterations. In
+    [1, 1_000_000]."""
+    reward_bound: float | None = None
+    """Bound on ``|reward|`` of one step: a finite reward beyond it is an ``implausible_reward`` incident (the
+    transition ends with the penalty, like an implausible state). ``None``: the task's own ``reward_bound`` (the Ant
+    derives 200 from its reward terms and state limits), none for a task that declares none. In (0, 1e30]."""
+    physics_errors: list[str] = field(default_factory=list)
+    """Exception types, as ``module.Name`` (e.g. ``mujoco.FatalError``), that SafeStep treats as physics-engine
+    errors besides :class:`~robo_safe_rl.errors.PhysicsError` and the task's own ``physics_error_types``. For a task
+    that raises its engine's errors without declaring them. Any other exception propagates: a bug stays a bug."""
 
     def __post_init__(self) -> None:
         float_in("safety.step.penalty", self.penalty, -1.0e6, 0.0)
@@ -59,6 +119,13 @@ class SafeStepConfig:
         int_in("safety.step.max_rebuild_attempts", self.max_rebuild_attempts, 1, 100)
         int_in("safety.step.max_incidents", self.max_incidents, 0, 10_000_000)
         float_in("safety.step.max_incident_mb", self.max_incident_mb, 0.0, 1.0e6)
+        int_in("safety.step.max_consecutive_failures", self.max_consecutive_failures, 1, 1_000_000)
+        if self.reward_bound is not None:
+            float_in("safety.step.reward_bound", self.reward_bound, 0.0, 1.0e30, low_open=True)
+        names = list(self.physics_errors)
+        require(all(isinstance(n, str) for n in names), PHYSICS_ERRORS_KEY, names, "a list of 'module.Name' strings")
+        for name in names:  # fail at config time, naming the key, rather than when the first env is wrapped
+            resolve_exception_type(name)
 
 
 @dataclass

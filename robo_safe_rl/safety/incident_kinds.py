@@ -29,6 +29,8 @@ class IncidentKind(str, Enum):
     """The observation held a NaN or Inf."""
     nonfinite_reward = "nonfinite_reward"
     """The reward was NaN or Inf."""
+    implausible_reward = "implausible_reward"
+    """The reward was finite but beyond the task's plausible bound (``reward_bound``, ``safety.step.reward_bound``)."""
 
 
 #: The counter (``Safety/<name>`` in TensorBoard, ``summary.json``'s ``safety``) that counts each kind of incident.
@@ -39,6 +41,7 @@ COUNTER_OF_KIND: dict[IncidentKind, str] = {
     IncidentKind.implausible_state: "implausible_states",
     IncidentKind.nonfinite_obs: "nonfinite_obs",
     IncidentKind.nonfinite_reward: "nonfinite_rewards",
+    IncidentKind.implausible_reward: "implausible_rewards",
 }
 
 #: Kinds in which the simulated state itself went wrong (a blow-up), as opposed to what the env returned.
@@ -60,7 +63,12 @@ KIND_OF_FAULT: dict[str, IncidentKind] = {
 
 
 def classify_step(
-    *, obs_finite: bool, reward_finite: bool, state_finite: bool | None = None, state_reason: str | None = None
+    *,
+    obs_finite: bool,
+    reward_finite: bool,
+    state_finite: bool | None = None,
+    state_reason: str | None = None,
+    reward_plausible: bool = True,
 ) -> list[IncidentKind]:
     """The incident kinds one completed env step shows, most severe first (empty for a clean step).
 
@@ -70,6 +78,7 @@ def classify_step(
         state_finite: Whether every simulator state array is finite; ``None`` when the env exposes no state.
         state_reason: The task's ``check_state()`` reason (``None`` when plausible or not checked). A finite state
             with a reason is implausible; with a non-finite state the reason is subsumed by ``nonfinite_state``.
+        reward_plausible: Whether a finite reward lies within the task's bound (ignored for a non-finite one).
 
     Returns:
         The kinds, in the order of :class:`IncidentKind`.
@@ -83,6 +92,8 @@ def classify_step(
         kinds.append(IncidentKind.nonfinite_obs)
     if not reward_finite:
         kinds.append(IncidentKind.nonfinite_reward)
+    elif not reward_plausible:
+        kinds.append(IncidentKind.implausible_reward)
     return kinds
 
 

@@ -160,6 +160,7 @@ def test_counters_name_every_kind(make_fault_env: MakeEnv) -> None:
         "implausible_states": 1,
         "nonfinite_obs": 3,  # steps 2 and 4, and the NaN state's observation at step 8
         "nonfinite_rewards": 2,  # step 4, and the NaN state's reward (the distance to the origin is NaN)
+        "implausible_rewards": 0,  # the fault env declares no reward bound
         "recoveries": 5,
         "env_rebuilds": 3,  # physics error, NaN state, implausible state; obs/reward faults only reset
         "incidents_dropped": 0,
