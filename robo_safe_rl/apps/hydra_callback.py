@@ -17,6 +17,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
+from robo_safe_rl.apps.preflight import check_run_dir
 from robo_safe_rl.apps.resume import prepare_resume
 from robo_safe_rl.apps.train import to_train_config
 from robo_safe_rl.errors import ConfigError
@@ -25,10 +26,11 @@ from robo_safe_rl.training.rsl_cfg import check_logger
 
 
 class CheckConfigFirst(Callback):
-    """Validate the composed configuration and refuse a used run directory, before Hydra makes it."""
+    """Validate the composed configuration and refuse a used or unwritable run directory, before Hydra makes it."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Exit 2 with one line on stderr for an invalid configuration or a run directory that holds a run.
+        """Exit 2 with one line on stderr for an invalid configuration, or a run directory that holds a run or cannot
+        be written (Hydra would fail making it with a traceback).
 
         Hydra prints an exception raised here with a hint about stack traces on further lines; an exit does not go
         through that, and ``tools/train.py`` passes its code on.
@@ -42,6 +44,7 @@ class CheckConfigFirst(Callback):
             cfg = to_train_config(prepare_resume(task_cfg, overrides))
             check_logger(cfg.runner)
             RunDir(cfg.run_dir).check_unused(cfg.resume)
+            check_run_dir(cfg.run_dir)
         except ConfigError as err:
             print(f"train: {err}", file=sys.stderr)
             raise SystemExit(2) from err

@@ -4,10 +4,12 @@
 override strings, which composes the same ``configs/train.yaml`` (package data, :mod:`robo_safe_rl.config.compose`)
 through Hydra's compose API. Both end in :func:`train`.
 
-Exit codes: 0 the run completed; 1 the run was stopped by a safety error (the guard in ``raise`` mode, a failed
-recovery); 2 the configuration was invalid (values, task, resume checkpoint and a run directory that already holds a
-run are checked before the run directory is made; a setting only the algorithm can check, such as
-``faults.grad.param``, fails at its construction, before ``config.yaml`` is written).
+Exit codes: 0 the run completed; 1 the run stopped before its end, with ``summary.json`` saying why: a safety error
+(the guard in ``raise`` mode, a failed recovery, an env that keeps failing) or a file it could not write (a full
+disk); 2 the configuration was invalid (values, task, memory for ``task.num_envs``, resume checkpoint, a run
+directory that already holds a run or cannot be written are checked before the run directory is made; a setting only
+the algorithm can check, such as ``faults.grad.param``, fails at its construction, before ``config.yaml`` is
+written); 130 / 143 the run was stopped by SIGINT / SIGTERM (``summary.json`` written, status ``stopped``).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from robo_safe_rl.apps.interrupt import RunInterrupted, stop_on_signals
+from robo_safe_rl.apps.preflight import check_resume_layout, check_run_dir
 from robo_safe_rl.apps.resume import prepare_resume
-from robo_safe_rl.apps.summary import write_summary
+from robo_safe_rl.apps.summary import build_summary, write_summary
 from robo_safe_rl.config.compose import compose, config_groups
 from robo_safe_rl.config.keys import check_node, check_overrides
 from robo_safe_rl.config.schema import TrainConfig
@@ -91,7 +95,9 @@ def resolve_resume(path: str) -> Path:
         report = inspect_file(checkpoint)
     except RoboSafeRLError as err:
         raise ConfigError(f"invalid config value resume={path!r}: {err}") from err
-    if report.status is not Status.CLEAN:
+    if report.status is Status.CLEAN:
+        check_resume_layout(path, checkpoint)
+    else:
         bad = [row.name for row in report.nonfinite_rows]
         raise ConfigError(
             f"invalid config value resume={path!r}: {checkpoint} holds {len(bad)} non-finite tensor(s) "
@@ -104,7 +110,7 @@ def resolve_resume(path: str) -> Path:
 def seed_everything(seed: int) -> None:
     """Seed Python, numpy and torch (the env resets are seeded separately, per env)."""
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed % 2**32)  # numpy's global seed is 32-bit; a rank offset may carry a valid seed past it
     torch.manual_seed(seed)
 
 
@@ -125,7 +131,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     run_dir = RunDir(cfg.run_dir)
     run_dir.check_unused(cfg.resume)
     if rank == 0:
-        run_dir.root.mkdir(parents=True, exist_ok=True)
+        check_run_dir(run_dir.root)
     # Every rank explores differently; rank 0's weights are broadcast to the others before the first update.
     seed_everything(cfg.seed + 1000 * rank)
     started = time.monotonic()
@@ -147,7 +153,8 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
         if checkpoint is not None:
             try:
                 runner.load(str(checkpoint))
-            except (KeyError, RuntimeError, ValueError) as err:  # another format or another network
+            except (KeyError, RuntimeError, ValueError, TypeError, AttributeError, IndexError) as err:
+                # another format, another network, or optimizer state of another shape
                 raise ConfigError(
                     f"invalid config value resume={cfg.resume!r}: {checkpoint} does not fit this run's networks "
                     f"({type(err).__name__}: {str(err).splitlines()[0]})"
@@ -168,21 +175,37 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
         error = err
         raise
     finally:
-        summary = write_summary(
-            run_dir,
-            runner,
-            num_envs=cfg.task.num_envs,
-            steps_per_env=cfg.runner.num_steps_per_env,
-            wall_s=time.monotonic() - started,
-            device=device,
-            error=error,
-            write=rank == 0 and learning,
-        )
-        if vec_env is not None:
-            vec_env.close()
-        if runner is not None and runner.is_distributed and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+        try:
+            summary = _write_summary(
+                run_dir,
+                runner,
+                num_envs=cfg.task.num_envs,
+                steps_per_env=cfg.runner.num_steps_per_env,
+                wall_s=time.monotonic() - started,
+                device=device,
+                error=error,
+                write=rank == 0 and learning,
+            )
+        finally:
+            if vec_env is not None:
+                vec_env.close()
+            if runner is not None and runner.is_distributed and torch.distributed.is_initialized():
+                torch.distributed.destroy_process_group()
     return summary
+
+
+def _write_summary(run_dir: RunDir, runner: SafeRunner | None, *, error: BaseException | None, **kwargs: Any) -> dict:
+    """:func:`write_summary`; when the run is already failing (a full disk) and the summary cannot be written either,
+    it is logged instead, so that the second failure never hides the first, which is re-raised after this."""
+    try:
+        return write_summary(run_dir, runner, error=error, **kwargs)
+    except OSError as write_error:
+        if error is None:
+            raise
+        kwargs.pop("write", None)
+        summary = build_summary(runner, error=error, **kwargs)
+        log.error("could not write %s (%s); the run's summary: %s", run_dir.summary_path, write_error, summary)
+        return summary
 
 
 def run(node: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> int:
@@ -202,12 +225,22 @@ def run(node: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> int:
         print(f"train: {err}", file=sys.stderr)
         return 2
     try:
-        summary = train(cfg, resolved)
+        with stop_on_signals():
+            summary = train(cfg, resolved)
     except ConfigError as err:
         print(f"train: {err}", file=sys.stderr)
         return 2
+    except RunInterrupted as stop:
+        # A signal before the run started (while the task is checked) leaves no summary to point to.
+        written = RunDir(cfg.run_dir).summary_path.is_file()
+        where = f"summary.json in {cfg.run_dir} (status stopped)" if written else "no summary written"
+        print(f"train: {stop}; {where}", file=sys.stderr)
+        return stop.exit_code
     except RoboSafeRLError as err:
         print(f"train: stopped: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # mid-run: a file the run had to write (events, incidents, summary); the disk is full
+        print(f"train: stopped: could not write a file of the run: {err}", file=sys.stderr)
         return 1
     log.info("run finished: %s", json.dumps({k: summary[k] for k in ("iterations", "env_steps", "return_last")}))
     return 0

@@ -77,7 +77,7 @@ class TrainConfig:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     seed: int = 1
-    """Seeds torch, numpy and the env resets (env i of rank r gets seed + 1000 r + i)."""
+    """Seeds torch, numpy and the env resets (env i of rank r gets seed + 1000 r + i). In [0, 2**32 - 1]."""
     device: str = "auto"
     """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; under torchrun, CUDA ranks use
     ``cuda:LOCAL_RANK`` and CPU ranks use gloo."""
@@ -91,7 +91,8 @@ class TrainConfig:
     ``runner.max_iterations`` more iterations in ``run_dir``."""
 
     def __post_init__(self) -> None:
-        require(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+        # numpy's global seed must be below 2**32 (np.random.seed raises past it, deep inside the run).
+        int_in("seed", self.seed, 0, 2**32 - 1)
         require(bool(_DEVICE.match(self.device)), "device", self.device, "one of auto, cpu, cuda, cuda:N")
         require(bool(self.run_dir), "run_dir", self.run_dir, "a directory path")
         # rsl-rl splits num_envs x num_steps_per_env transitions into num_mini_batches; an empty mini-batch trains on

@@ -9,10 +9,15 @@ Per env ``i`` (outermost first)::
 
 and the :class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv` over all of them. The library only knows the gymnasium
 id: ``tools/train.py`` imports ``envs``, which registers the tasks.
+
+Before anything is built, :func:`check_task` makes one env and checks that ``task.num_envs`` of them fit in the memory
+this machine has left (:func:`check_memory`): an absurd ``num_envs`` would otherwise build envs until the allocator
+gives up (``std::bad_alloc``, or a segfault inside Bullet) with no message.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gymnasium as gym
@@ -51,19 +56,129 @@ def make_task_env(cfg: TrainConfig) -> gym.Env:
 
 
 def check_task(cfg: TrainConfig) -> None:
-    """Fail before anything is written if the task id is unknown or the env cannot be made with ``task.env_kwargs``.
+    """Fail before anything is written if the task id is unknown, the env cannot be made with ``task.env_kwargs``,
+    or ``task.num_envs`` envs do not fit in memory.
 
     Raises:
-        ConfigError: Naming ``task.env_id`` or ``task.env_kwargs`` and the reason.
+        ConfigError: Naming ``task.env_id``, ``task.env_kwargs`` or ``task.num_envs`` and the reason.
     """
     check_task_registered(cfg)
     try:
-        make_task_env(cfg).close()
+        env = make_task_env(cfg)
     except (TypeError, ValueError, gym.error.Error) as err:
         raise ConfigError(
             f"invalid config value task.env_kwargs={dict(cfg.task.env_kwargs)!r}: expected keyword arguments that "
             f"{cfg.task.env_id} accepts ({type(err).__name__}: {err})"
         ) from err
+    try:
+        check_memory(cfg, env)
+    finally:
+        env.close()
+
+
+#: Share of the available memory that the envs and their rollout storage may take: the rest is for torch, the
+#: networks and the process itself (about 0.4 GiB for a CPU run of the Ant).
+MEMORY_SHARE = 0.9
+
+
+def rollout_bytes_per_env(num_obs: int, num_actions: int, steps: int) -> int:
+    """Bytes of rsl-rl's PPO rollout storage per env: per step, float32 observations, actions, the distribution's
+    mean and std, and six scalars (reward, done, value, log-probability, return, advantage); doubled for the copies
+    the mini-batch generator makes."""
+    return 2 * 4 * steps * (num_obs + 3 * num_actions + 6)
+
+
+def check_memory(cfg: TrainConfig, env: gym.Env, available: int | None = None) -> None:
+    """Check that ``task.num_envs`` envs like ``env`` fit in the memory available (all local ranks together).
+
+    An env costs what its task declares (``memory_per_env`` on the unwrapped env: 32 MiB for the PyBullet tasks,
+    measured) plus its rollout storage. Skipped where the available memory cannot be read.
+
+    Args:
+        cfg: The run's config.
+        env: One env of the task (made with the run's settings).
+        available: Bytes available; :func:`available_memory` when ``None``.
+
+    Raises:
+        ConfigError: Naming ``task.num_envs``, the memory needed and available, and how many envs fit.
+    """
+    available = available_memory() if available is None else available
+    if available is None:
+        return
+    declared = getattr(env.unwrapped, "memory_per_env", 0)
+    per_env = (declared if isinstance(declared, int) and declared > 0 else 0) + rollout_bytes_per_env(
+        _flat_size(env.observation_space), _flat_size(env.action_space), cfg.runner.num_steps_per_env
+    )
+    ranks = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)  # torchrun's ranks on this machine
+    needed = cfg.task.num_envs * per_env * ranks
+    if needed <= MEMORY_SHARE * available:
+        return
+    on_ranks = f" x {ranks} ranks on this machine" if ranks > 1 else ""
+    fit = int(MEMORY_SHARE * available) // (per_env * ranks)
+    raise ConfigError(
+        f"invalid config value task.num_envs={cfg.task.num_envs}: {cfg.task.num_envs} envs of {cfg.task.env_id} need "
+        f"about {_size(needed)} of memory ({_size(per_env)} per env{on_ranks}), but {_size(available)} is "
+        f"available here; at most {fit} envs fit"
+    )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can still get, or ``None`` when unknown.
+
+    ``MemAvailable`` of ``/proc/meminfo`` (free pages from ``sysconf`` elsewhere), capped by the room left under the
+    memory limit of the process's cgroup (a container's limit; v2 ``memory.max``, v1 ``memory.limit_in_bytes``).
+    """
+    candidates = [_meminfo_available(), _cgroup_room()]
+    known = [c for c in candidates if c is not None]
+    return min(known) if known else None
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _cgroup_room() -> int | None:
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        try:
+            limit_text = Path(limit_file).read_text().strip()
+            # "max" (v2) or a value near 2^63 (v1) means no limit.
+            limit = 2**63 if limit_text == "max" else int(limit_text)
+            usage = int(Path(usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        return None if limit >= 2**62 else max(limit - usage, 0)
+    return None
+
+
+def _flat_size(space: gym.Space) -> int:
+    shape = getattr(space, "shape", None) or (1,)
+    size = 1
+    for n in shape:
+        size *= int(n)
+    return size
+
+
+def _size(n: float) -> str:
+    """``"29.3 MiB"``: bytes in binary units."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    i = 0
+    while n >= 1024 and i < len(units) - 1:
+        n /= 1024
+        i += 1
+    return f"{n:.1f} {units[i]}"
 
 
 def build_vec_env(cfg: TrainConfig, *, incidents_dir: str | Path | None, rank: int = 0) -> GymVecEnv:

@@ -38,7 +38,7 @@ from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
-from robo_safe_rl.errors import NonFiniteError, NonFiniteStateError, RecoveryError
+from robo_safe_rl.errors import CheckpointError, NonFiniteError, NonFiniteStateError, RecoveryError
 from robo_safe_rl.training.policy_faults import PolicyFaults
 from robo_safe_rl.training.recovery import Recovery, nonfinite_layers, save_checkpoint_if_finite
 
@@ -398,7 +398,15 @@ class SafeRunner(OnPolicyRunner):
         saved = self.alg.save()
         saved["iter"] = self.current_learning_iteration
         saved["infos"] = infos
-        bad = save_checkpoint_if_finite(saved, path)
+        try:
+            bad = save_checkpoint_if_finite(saved, path)
+        except (OSError, RuntimeError) as err:
+            # torch.save reports a failed write (a full disk) as RuntimeError "unexpected pos ..." raised while
+            # handling the OSError that says why; name the file and that cause.
+            cause = _os_error_in(err)
+            if cause is None:
+                raise
+            raise CheckpointError(f"could not write checkpoint {path}: {cause.strerror or cause}") from err
         if not bad:
             self.last_clean_checkpoint = path
             self.final_checkpoint = path
@@ -446,6 +454,18 @@ def _check_env_outputs(obs: Any, rewards: torch.Tensor, dones: torch.Tensor) -> 
             )
     if not bool(torch.isfinite(rewards).all()):
         raise NonFiniteError("the rewards from the env hold NaN or Inf; is the env wrapped (safety.step.enabled)?")
+
+
+def _os_error_in(err: BaseException) -> OSError | None:
+    """The first ``OSError`` in ``err``'s chain of causes and contexts (itself included), or ``None``."""
+    seen: BaseException | None = err
+    for _ in range(16):  # a chain is short; a cycle must not loop forever
+        if seen is None:
+            return None
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _names(layers: list[str], shown: int = 4) -> str:
