@@ -41,6 +41,9 @@ def test_every_env_fault_of_the_drill_has_a_kind() -> None:
         ({"obs_finite": True, "reward_finite": True, "state_finite": True, "state_reason": "z"}, ["implausible_state"]),
         # No state (plain env) but a reason cannot happen; a finite state without reason is clean.
         ({"obs_finite": True, "reward_finite": True, "state_finite": True}, []),
+        # A finite reward beyond the task's bound; a non-finite one is only non-finite.
+        ({"obs_finite": True, "reward_finite": True, "reward_plausible": False}, ["implausible_reward"]),
+        ({"obs_finite": True, "reward_finite": False, "reward_plausible": False}, ["nonfinite_reward"]),
     ],
 )
 def test_classify_step(flags: dict, expected: list[str]) -> None:
@@ -51,3 +54,4 @@ def test_rebuild_only_when_the_world_may_be_poisoned() -> None:
     assert needs_rebuild([IncidentKind.nonfinite_obs, IncidentKind.physics_error])
     assert needs_rebuild([IncidentKind.implausible_state])
     assert not needs_rebuild([IncidentKind.nonfinite_obs, IncidentKind.nonfinite_reward])
+    assert not needs_rebuild([IncidentKind.implausible_reward])  # the reward's computation, not the world
