@@ -65,8 +65,8 @@ class SafeStepConfig:
     """Wrap every env in SafeStep. Off only to measure what it costs or to reproduce an unguarded failure."""
     penalty: float = -10.0
     """Reward of a transition that SafeStep ended (physics error, non-finite or implausible state, non-finite
-    observation or reward). In [-1e6, 0]. Ant earns about 1 to 3 per step, so -10 is felt but does not swamp the
-    value function."""
+    observation or reward, implausible reward). In [-1e6, 0]. Ant earns about 1 to 3 per step, so -10 is felt but
+    does not swamp the value function."""
     check_state: bool = True
     """Call the task's ``check_state()`` (base height, speed limits) after every step. It is the only check that
     catches a robot knocked through the floor with finite numbers. Costs what the task's check costs (about 2 us
