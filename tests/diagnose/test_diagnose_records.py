@@ -43,7 +43,7 @@ FIELDS = {
     "bool_as_count": (_set(nonfinite_action_elements=True), "field 'nonfinite_action_elements'"),
     "int_as_bool": (_set(terminated=1), "field 'terminated': expected true or false, got 1"),
     "missing_keys": (_drop("phase"), "lacks the field(s) phase of an incident record"),
-    "unknown_kind": (_set(kind="exploded"), "field 'kind': expected an incident kind (implausible_state, "),
+    "unknown_kind": (_set(kind="exploded"), "field 'kind': expected an incident kind (implausible_reward, "),
     "kinds_text": (_set(kinds="nonfinite_action"), "field 'kinds': expected a non-empty list of incident kinds"),
     "kind_not_in_kinds": (_set(kinds=["physics_error"]), "['physics_error'] lacks the primary kind 'nonfinite_action'"),
     "unknown_phase": (_set(phase="later"), "field 'phase': expected one of step, reset, observe, got 'later'"),
