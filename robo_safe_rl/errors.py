@@ -38,3 +38,7 @@ class IncidentError(RoboSafeRLError, ValueError):
 
 class RecoveryError(RoboSafeRLError, RuntimeError):
     """Training could not recover from repeated non-finite state and stopped."""
+
+
+class WorkerCrashError(PhysicsError):
+    """An env worker process kept dying (or hanging) after being restarted: the run cannot go on."""

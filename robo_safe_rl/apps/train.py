@@ -134,13 +134,15 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
         check_run_dir(run_dir.root)
     # Every rank explores differently; rank 0's weights are broadcast to the others before the first update.
     seed_everything(cfg.seed + 1000 * rank)
+    if cfg.torch_threads:  # on CPU, torch's threads compete with the envs (and their workers) for the cores
+        torch.set_num_threads(cfg.torch_threads)
     started = time.monotonic()
     vec_env = None
     runner: SafeRunner | None = None
     error: BaseException | None = None
     learning = False  # a summary describes a run that started learning (a refused resume leaves the run's own)
     try:
-        vec_env = build_vec_env(cfg, incidents_dir=run_dir.incidents_dir(rank), rank=rank)
+        vec_env = build_vec_env(cfg, incidents_dir=run_dir.incidents_dir(rank), rank=rank, device=device)
         runner = SafeRunner(
             vec_env,
             build_rsl_rl_cfg(cfg, str(run_dir.root)),

@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from robo_safe_rl.config.agent import ActorConfig, AlgorithmConfig, CriticConfig, RunnerConfig
-from robo_safe_rl.config.checks import int_in, require
+from robo_safe_rl.config.checks import float_in, int_in, require
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
@@ -32,7 +32,18 @@ class TaskConfig:
     """Gymnasium id of the task (``RoboSafe/Ant-v0``); ``tools/train.py`` imports ``robosafe_tasks``, which
     registers it."""
     num_envs: int = 16
-    """Environments stepped in lock-step (in-process). Each is one PyBullet client."""
+    """Environments stepped in lock-step. Each is one PyBullet client."""
+    num_workers: int | None = None
+    """Worker processes that host the envs and step them in parallel, a block of envs each; ``0`` steps every env in
+    the training process. ``None`` (the default): one per CPU core available to this rank (its share of
+    ``os.sched_getaffinity`` under torchrun), at most ``num_envs``, and ``0`` when that is fewer than 2.
+    In [0, 1024]."""
+    worker_timeout_s: float = 60.0
+    """Seconds a worker may take to answer (one step, or building its envs) before it is treated as dead and killed.
+    In [1, 86400]."""
+    max_worker_crashes: int = 3
+    """Crashes in a row of one worker (no step completed in between) that stop the run with exit 1; a single crash
+    is survived: the worker is started again and its envs' transitions end as terminated. In [1, 1000]."""
     max_episode_steps: int | None = None
     """Time limit in env steps; ``None`` keeps the task's registered limit (1000 for Ant)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -40,6 +51,10 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         int_in("task.num_envs", self.num_envs, 1)
+        if self.num_workers is not None:
+            int_in("task.num_workers", self.num_workers, 0, 1024)
+        float_in("task.worker_timeout_s", self.worker_timeout_s, 1.0, 86400.0)
+        int_in("task.max_worker_crashes", self.max_worker_crashes, 1, 1000)
         if self.max_episode_steps is not None:
             int_in("task.max_episode_steps", self.max_episode_steps, 1)
 
@@ -78,6 +93,10 @@ class TrainConfig:
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     seed: int = 1
     """Seeds torch, numpy and the env resets (env i of rank r gets seed + 1000 r + i). In [0, 2**32 - 1]."""
+    torch_threads: int = 1
+    """torch's intra-op CPU threads in the training process (``torch.set_num_threads``); ``0`` keeps torch's default
+    (one per core). 1 by measurement: the networks are small, and on CPU more threads fight the envs for the cores
+    (2 threads on 2 cores made an iteration 15-20% slower on a quiet machine, 3-10x under load). In [0, 1024]."""
     device: str = "auto"
     """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; under torchrun, CUDA ranks use
     ``cuda:LOCAL_RANK`` and CPU ranks use gloo."""
@@ -94,6 +113,7 @@ class TrainConfig:
         # numpy's global seed must be below 2**32 (np.random.seed raises past it, deep inside the run).
         int_in("seed", self.seed, 0, 2**32 - 1)
         require(bool(_DEVICE.match(self.device)), "device", self.device, "one of auto, cpu, cuda, cuda:N")
+        int_in("torch_threads", self.torch_threads, 0, 1024)
         require(bool(self.run_dir), "run_dir", self.run_dir, "a directory path")
         # rsl-rl splits num_envs x num_steps_per_env transitions into num_mini_batches; an empty mini-batch trains on
         # nothing and logs NaN losses without any error.

@@ -25,8 +25,9 @@ EVENTS_FILE = "safety_events.jsonl"
 """The runner's safety events (rollbacks, refused checkpoints, gradient-guard events), one JSON object a line."""
 INCIDENTS_DIR = "incidents"
 """SafeStep's incident records of rank 0; rank ``r > 0`` writes ``incidents_rank<r>``."""
-INCIDENTS_DIR_NAME = re.compile(r"incidents(_rank\d+)?")
-"""The incident folders a run writes (one per rank)."""
+INCIDENTS_DIR_NAME = re.compile(r"incidents(_rank\d+)?(_worker\d+)?")
+"""The incident folders a run writes: one per rank, and with env workers one per worker beside it
+(``incidents_worker<k>``, ``incidents_rank<r>_worker<k>``: :class:`robo_safe_rl.bridge.worker_loop.Caps`)."""
 VET_INCIDENTS_DIR = "incidents_vet"
 """Incidents recorded while ``tools/diagnose.py --policy`` vets a checkpoint, beside that checkpoint."""
 REPRO_DIR = "repro"

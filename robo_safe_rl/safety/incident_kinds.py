@@ -31,6 +31,9 @@ class IncidentKind(str, Enum):
     """The reward was NaN or Inf."""
     implausible_reward = "implausible_reward"
     """The reward was finite but beyond the task's plausible bound (``reward_bound``, ``safety.step.reward_bound``)."""
+    worker_crash = "worker_crash"
+    """The worker process hosting the env died or hung: one record per env it hosted, written by the trainer (the
+    counter ``worker_crashes`` counts the deaths, so this kind has no entry in :data:`COUNTER_OF_KIND`)."""
 
 
 #: The counter (``Safety/<name>`` in TensorBoard, ``summary.json``'s ``safety``) that counts each kind of incident.

@@ -1,14 +1,11 @@
 """Build the vectorised, guarded envs of a run from its config.
 
-Per env ``i`` (outermost first)::
-
-    ActionFaultInjector   (only in a drill with faults.env.action_nonfinite > 0: a bad policy's action)
-    SafeStep              (safety.step; sanitises actions, catches physics errors, records incidents)
-    EnvFaultInjector      (only in a drill: physics errors, blow-ups, non-finite obs/reward from the task)
-    gymnasium.make(task.env_id)
-
-and the :class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv` over all of them. The library only knows the gymnasium
-id: ``tools/train.py`` imports ``envs``, which registers the tasks.
+Each env is built by :class:`~robo_safe_rl.bridge.env_factory.TaskEnvFactory` (the task in SafeStep, and in the
+fault injectors of a drill), and the :class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv` presents them to rsl-rl.
+The envs live in this process or, with ``task.num_workers`` (default: one per core of the rank), in worker
+processes (:class:`~robo_safe_rl.bridge.workers.WorkerEnvBatch`) that build their block with the same factory.
+The library only knows the gymnasium id: ``tools/train.py`` imports ``envs``, which registers the tasks; a worker
+gets the registered spec itself.
 
 Before anything is built, :func:`check_task` makes one env and checks that ``task.num_envs`` of them fit in the memory
 this machine has left (:func:`check_memory`): an absurd ``num_envs`` would otherwise build envs until the allocator
@@ -22,10 +19,13 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from robo_safe_rl.bridge.faults import ActionFaultInjector, EnvFaultInjector
+from robo_safe_rl.bridge.env_batch import EnvBatch, LocalEnvBatch
+from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.incidents import IncidentRecorder
-from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
+from robo_safe_rl.bridge.worker_loop import Caps
+from robo_safe_rl.bridge.worker_pool import rank_cpus, resolve_num_workers
+from robo_safe_rl.bridge.workers import WorkerEnvBatch
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
 
@@ -46,13 +46,14 @@ def check_task_registered(cfg: TrainConfig) -> None:
         ) from err
 
 
+def task_env_factory(cfg: TrainConfig) -> TaskEnvFactory:
+    """The factory of the run's envs (the task id must be registered)."""
+    return TaskEnvFactory.from_config(gym.spec(cfg.task.env_id), cfg.task, cfg.safety.step, cfg.faults.env)
+
+
 def make_task_env(cfg: TrainConfig) -> gym.Env:
     """``gymnasium.make`` the task, with the configured time limit (the id must be registered)."""
-    kwargs = dict(cfg.task.env_kwargs)
-    if cfg.task.max_episode_steps is not None:
-        kwargs["max_episode_steps"] = cfg.task.max_episode_steps
-    # The passive checker only looks at the first step; the adapter checks spaces itself.
-    return gym.make(cfg.task.env_id, disable_env_checker=True, **kwargs)
+    return task_env_factory(cfg).make_task()
 
 
 def check_task(cfg: TrainConfig) -> None:
@@ -181,31 +182,48 @@ def _size(n: float) -> str:
     return f"{n:.1f} {units[i]}"
 
 
-def build_vec_env(cfg: TrainConfig, *, incidents_dir: str | Path | None, rank: int = 0) -> GymVecEnv:
+def build_vec_env(
+    cfg: TrainConfig, *, incidents_dir: str | Path | None, rank: int = 0, device: str = "cpu"
+) -> GymVecEnv:
     """Build ``task.num_envs`` guarded envs and their rsl-rl adapter (env i of rank r reset with seed + 1000 r + i).
 
     Incidents are recorded into ``incidents_dir`` (this rank's folder of the run directory); ``None`` records none.
+    With env workers, each worker writes its own part beside it (``<incidents_dir>_worker<k>``) and the trainer its
+    workers' crashes into it. ``device``: where the adapter puts observations, rewards and dones.
     """
     check_task_registered(cfg)
-    faults = cfg.faults.env
-    recorder = None
-    if cfg.safety.step.enabled and incidents_dir is not None:
-        recorder = IncidentRecorder.from_config(Path(incidents_dir), cfg.safety.step)
-    envs: list[gym.Env] = []
+    factory = task_env_factory(cfg)
+    indices = [1000 * rank + i for i in range(cfg.task.num_envs)]
+    recording = cfg.safety.step.enabled and incidents_dir is not None
+    cpus, pin = rank_cpus()
+    workers = resolve_num_workers(cfg.task.num_workers, cfg.task.num_envs, len(cpus))
+    batch: EnvBatch
+    if workers:
+        step = cfg.safety.step
+        caps = Caps(Path(incidents_dir), step.max_incidents, int(step.max_incident_mb * 2**20)) if recording else None
+        batch = WorkerEnvBatch(
+            factory,
+            indices,
+            workers,
+            caps=caps,
+            penalty=step.penalty,
+            timeout_s=cfg.task.worker_timeout_s,
+            max_crashes=cfg.task.max_worker_crashes,
+            cpus=cpus if pin else None,
+        )
+    else:
+        recorder = IncidentRecorder.from_config(Path(incidents_dir), cfg.safety.step) if recording else None
+        envs: list[gym.Env] = []
+        try:
+            for i in indices:
+                envs.append(factory(i, recorder))
+        except BaseException:
+            for env in envs:  # free the physics clients of the envs already made
+                env.close()
+            raise
+        batch = LocalEnvBatch(envs, recorder)
     try:
-        for i in range(cfg.task.num_envs):
-            index = 1000 * rank + i
-            env = make_task_env(cfg)
-            envs.append(env)
-            if faults.env_enabled:
-                env = EnvFaultInjector(env, faults, env_index=index)
-            if cfg.safety.step.enabled:
-                env = SafeStep(env, cfg.safety.step, env_index=index, recorder=recorder)
-            if faults.action_enabled:
-                env = ActionFaultInjector(env, faults, env_index=index)
-            envs[-1] = env
-        return GymVecEnv(envs, seed=cfg.seed + 1000 * rank, cfg={"task": cfg.task.name}, recorder=recorder)
+        return GymVecEnv(batch, seed=cfg.seed + 1000 * rank, device=device, cfg={"task": cfg.task.name})
     except BaseException:
-        for env in envs:  # free the physics clients of the envs already made
-            env.close()
+        batch.close()
         raise

@@ -1,0 +1,179 @@
+"""A batch of gymnasium envs stepped in lock-step: the stepping half of the vector adapter.
+
+:class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv` presents a batch to rsl-rl and keeps the adapter's semantics
+(time-outs, episode logs, the incident recorder's step count) in one place; a batch only steps its envs and resets
+the ones that ended. Two batches give the same numbers, bit for bit, for the same envs and seeds:
+
+- :class:`LocalEnvBatch`: the envs in this process, stepped one after another (one core does all the physics);
+- :class:`~robo_safe_rl.bridge.workers.WorkerEnvBatch`: the envs in worker processes, each stepping its share at
+  the same time, exchanging actions and results through shared memory.
+
+This module imports neither torch nor rsl-rl: the worker processes import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from robo_safe_rl.bridge.faults import sum_injected, wrapper_chain
+from robo_safe_rl.bridge.protocol import is_simulated
+from robo_safe_rl.bridge.safe_step import SafeStep, sum_counters
+
+#: Counters of the worker processes (``Safety/<name>``, ``summary.json``'s ``safety``): worker processes that died
+#: or stopped answering, and the ones started in their place. Zero for a batch without workers, so that every rank
+#: reports the same names (the runner sums them over ranks).
+WORKER_COUNTER_NAMES: tuple[str, ...] = ("worker_crashes", "worker_restarts")
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the adapter and the crash records need to know of one env, without holding it (it may live in a worker).
+
+    Attributes:
+        observation_space: The env's observation space.
+        action_space: The env's action space.
+        max_episode_steps: The time limit of its spec (``None`` when unlimited).
+        env_id: Its gymnasium id (``None`` without a spec).
+        simulated: Whether the task implements the simulator protocol.
+        action_names: One name per action component, when the task names them.
+    """
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    max_episode_steps: int | None
+    env_id: str | None
+    simulated: bool
+    action_names: list[str] | None
+
+    @classmethod
+    def of(cls, env: gym.Env) -> EnvInfo:
+        """Describe ``env`` (any wrapping of a task)."""
+        spec = env.spec
+        names = getattr(env.unwrapped, "action_names", None)
+        return cls(
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            max_episode_steps=int(spec.max_episode_steps) if spec and spec.max_episode_steps else None,
+            env_id=spec.id if spec is not None else None,
+            simulated=is_simulated(env.unwrapped),
+            action_names=list(names) if names is not None else None,
+        )
+
+
+@dataclass
+class BatchStep:
+    """One step of every env of a batch. Envs that ended are already reset.
+
+    Attributes:
+        obs: Observations; for an env that ended, the first of its new episode. Shape: (num_envs, num_obs), float32,
+            a fresh array the batch never writes again.
+        rewards: Rewards as the envs returned them. Shape: (num_envs,), float64 (exact for any float reward).
+        terminated: Gymnasium's ``terminated``. Shape: (num_envs,), bool.
+        truncated: Gymnasium's ``truncated``. Shape: (num_envs,), bool.
+    """
+
+    obs: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+
+class EnvBatch(Protocol):
+    """What :class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv` needs of a batch of envs."""
+
+    #: One per env, in order.
+    infos: list[EnvInfo]
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset env ``i`` with ``seed + i``; return the observations. Shape: (num_envs, num_obs), float32."""
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        """Step env ``i`` with ``actions[i]`` (shape: (num_envs, num_actions), float32) and reset those that ended."""
+
+    def set_iteration(self, iteration: int) -> None:
+        """Training iteration written into later incident records."""
+
+    def safety_counters(self) -> dict[str, int]:
+        """Cumulative SafeStep counters summed over envs, plus :data:`WORKER_COUNTER_NAMES`."""
+
+    def faults_injected(self) -> dict[str, int]:
+        """Cumulative injected faults per armed kind, summed over envs (empty without a drill)."""
+
+    def close(self) -> None:
+        """Close every env (and stop the processes that host them)."""
+
+
+def step_and_reset(env: gym.Env, action: np.ndarray) -> tuple[Any, float, bool, bool]:
+    """Step one env and reset it when its episode ended; the adapter's per-env step, wherever the env lives.
+
+    Returns:
+        The observation (after the reset when the episode ended), the reward, terminated and truncated.
+    """
+    ob, reward, terminated, truncated, info = env.step(action)
+    # SafeStep already reset an env it recovered and returned the new episode's first observation.
+    if (terminated or truncated) and not info.get("safe_step", {}).get("reset", False):
+        ob, _ = env.reset()
+    return ob, reward, terminated, truncated
+
+
+class LocalEnvBatch:
+    """The envs in this process, stepped one after another.
+
+    Args:
+        envs: The envs (possibly wrapped in SafeStep); the batch owns and closes them.
+        recorder: The incident recorder shared by their SafeStep wrappers (told the iteration and the step count).
+    """
+
+    def __init__(self, envs: Sequence[gym.Env], recorder: Any = None) -> None:
+        self.envs = list(envs)
+        self.infos = [EnvInfo.of(env) for env in self.envs]
+        self.recorder = recorder
+        if recorder is not None:
+            recorder.set_context(iteration=0, global_step=0)
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset env ``i`` with ``seed + i``. Shape of the result: (num_envs, num_obs), float32."""
+        return np.stack([np.asarray(env.reset(seed=seed + i)[0], dtype=np.float32) for i, env in enumerate(self.envs)])
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        """Step every env with its row of ``actions`` (shape: (num_envs, num_actions)), in order."""
+        n = len(self.envs)
+        out = BatchStep(
+            obs=np.empty((n, *self.infos[0].observation_space.shape), dtype=np.float32),
+            rewards=np.empty(n, dtype=np.float64),
+            terminated=np.empty(n, dtype=bool),
+            truncated=np.empty(n, dtype=bool),
+        )
+        for i, env in enumerate(self.envs):
+            out.obs[i], out.rewards[i], out.terminated[i], out.truncated[i] = step_and_reset(env, actions[i])
+        if self.recorder is not None:
+            self.recorder.advance(n)
+        return out
+
+    def set_iteration(self, iteration: int) -> None:
+        """Tell the incident recorder (if any) the training iteration of the coming steps."""
+        if self.recorder is not None:
+            self.recorder.set_context(iteration=iteration)
+
+    def safety_counters(self) -> dict[str, int]:
+        """SafeStep's counters summed over the envs, and zero worker counters (there are no workers)."""
+        return {**sum_counters(self.envs), **dict.fromkeys(WORKER_COUNTER_NAMES, 0)}
+
+    def faults_injected(self) -> dict[str, int]:
+        """Injected faults per armed kind, summed over the envs."""
+        return sum_injected(self.envs)
+
+    def close(self) -> None:
+        """Close every env (frees their physics clients)."""
+        for env in self.envs:
+            env.close()
+
+
+def find_safe_step(env: gym.Env) -> SafeStep | None:
+    """The SafeStep layer of an env's wrapper chain, if any."""
+    return next((layer for layer in wrapper_chain(env) if isinstance(layer, SafeStep)), None)

@@ -1,0 +1,337 @@
+"""Env workers: the envs of a rank stepped in parallel processes, and a worker that dies is a physics crash.
+
+:class:`WorkerEnvBatch` splits the envs into contiguous blocks, one per worker process
+(:func:`~robo_safe_rl.bridge.worker_loop.worker_main`). Each worker builds its block from a picklable factory (every
+env in SafeStep, as in one process), and per step the trainer writes the actions into shared memory, sends each
+worker one byte and waits for one byte back: one synchronisation per worker per step, nothing pickled. The results
+are those of :class:`~robo_safe_rl.bridge.env_batch.LocalEnvBatch` bit for bit: the same envs, built the same way,
+with the same seeds, fed the same float32 actions.
+
+Why processes: PyBullet's ``stepSimulation`` holds the GIL, so threads step no faster than one. Why blocks and not
+one process per env (gymnasium's ``AsyncVectorEnv``): one process per core is the most that can step at once; more
+only add context switches, a pickled observation per env per step, and about 28 MiB per PyBullet client.
+
+A worker that dies (a signal: segfault, OOM kill, PyBullet's abort) is seen in the step where it happens, through its
+process sentinel; one that does not answer within ``timeout_s`` is killed and treated the same. It is started again,
+its envs reset (with seeds derived from the run's), and their transitions end as ``terminated`` with the SafeStep
+penalty. One ``worker_crash`` incident is recorded per env, with the exit signal or code; ``worker_crashes`` and
+``worker_restarts`` count. A worker that crashes ``max_crashes`` times in a row (no step completed in between)
+stops the run with :class:`~robo_safe_rl.errors.WorkerCrashError`. An exception raised inside a worker (SafeStep's
+RecoveryError, a bug in a task) is raised in the trainer as in one process, with the worker's traceback as cause.
+
+Workers are daemon processes, closed with the batch (and by a finaliser at exit), and leave on their own when the
+trainer dies (:mod:`~robo_safe_rl.bridge.worker_loop`): no worker outlives its trainer.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robo_safe_rl.bridge.env_batch import WORKER_COUNTER_NAMES, BatchStep, EnvInfo
+from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder
+from robo_safe_rl.bridge.safe_step import COUNTER_NAMES
+from robo_safe_rl.bridge.worker_loop import (
+    DONE,
+    FAULT_KINDS,
+    HEADER_GLOBAL_STEP,
+    HEADER_ITERATION,
+    STEP,
+    EnvFactory,
+    Layout,
+    PartSpec,
+    SharedArrays,
+)
+from robo_safe_rl.bridge.worker_pool import Death, WorkerPool, WorkerTraceback, split_rows
+from robo_safe_rl.errors import WorkerCrashError
+from robo_safe_rl.safety.incident_kinds import IncidentKind
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Incident recording of a rank with workers: its folder (``incidents``, ``incidents_rank<r>``) and caps.
+
+    The trainer writes worker crashes into ``directory``; worker ``k`` writes its envs' incidents into
+    ``<directory>_worker<k>``. The parts share the caps evenly, so the rank's total stays within them.
+    """
+
+    directory: Path
+    max_records: int
+    max_bytes: int
+
+    def part(self, part: int, parts: int) -> tuple[int, int]:
+        """Records and bytes part ``part`` of ``parts`` may use."""
+        records = self.max_records // parts + (1 if part < self.max_records % parts else 0)
+        return records, self.max_bytes // parts
+
+    def worker_part(self, k: int, workers: int) -> PartSpec:
+        """Where worker ``k`` writes, with its share of the caps (part 0 is the trainer's)."""
+        records, size = self.part(k + 1, workers + 1)
+        return PartSpec(f"{self.directory}_worker{k}", records, size)
+
+
+class WorkerEnvBatch:
+    """Envs hosted by worker processes, stepped in parallel (module docstring); an
+    :class:`~robo_safe_rl.bridge.env_batch.EnvBatch` for :class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv`.
+
+    Args:
+        factory: Builds env ``index`` with a worker's incident recorder (``factory(index, recorder)``); must pickle.
+        env_indices: The index of each env (as SafeStep records it), one per row.
+        num_workers: Worker processes (at most one per env).
+        caps: Incident folder and caps of the rank; ``None`` records no incident.
+        penalty: Reward of a transition ended by a worker crash (SafeStep's penalty).
+        timeout_s: Seconds a worker may take to answer (a step, building its envs) before it is treated as dead.
+        max_crashes: Crashes in a row of one worker that stop the run.
+        cpus: Cores the workers run on (the rank's share under torchrun); ``None`` leaves the affinity alone.
+
+    Raises:
+        WorkerCrashError: If a worker cannot be started ``max_crashes`` times in a row.
+    """
+
+    def __init__(
+        self,
+        factory: EnvFactory,
+        env_indices: list[int],
+        num_workers: int,
+        *,
+        caps: Caps | None = None,
+        penalty: float = 0.0,
+        timeout_s: float = 60.0,
+        max_crashes: int = 3,
+        cpus: list[int] | None = None,
+    ) -> None:
+        self.factory = factory
+        self.env_indices = list(env_indices)
+        self.num_envs = len(self.env_indices)
+        self.caps = caps
+        self.penalty = float(penalty)
+        self.max_crashes = int(max_crashes)
+        self.cpus = cpus
+        self.counters = dict.fromkeys(WORKER_COUNTER_NAMES, 0)
+        self._blocks = split_rows(self.num_envs, min(num_workers, self.num_envs))
+        self.recorder: IncidentRecorder | None = None
+        if caps is not None:
+            self.recorder = IncidentRecorder(caps.directory, *caps.part(0, len(self._blocks) + 1))
+            self.recorder.set_context(iteration=0, global_step=0)
+        self._pool = WorkerPool(float(timeout_s))
+        self._finalizer = weakref.finalize(self, self._pool.shutdown)
+        self._seed = 0
+        self._steps = 0
+        self._episode_steps = np.zeros(self.num_envs, dtype=np.int64)
+        try:
+            self.infos: list[EnvInfo] = self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------------------------------- the EnvBatch
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset env ``i`` with ``seed + i``. Shape of the result: (num_envs, num_obs), float32."""
+        self._seed = seed
+        self._exchange(lambda k: ("reset", [seed + i for i in self._blocks[k]]), ended=None)
+        self._episode_steps[:] = 0
+        return np.array(self._arrays.obs)
+
+    def step(self, actions: np.ndarray) -> BatchStep:
+        """Step every env with its row of ``actions`` (shape: (num_envs, num_actions)) in its worker.
+
+        Raises:
+            WorkerCrashError: When a worker crashed ``max_crashes`` times in a row.
+            Whatever an env raised in its worker (as in one process).
+        """
+        a = self._arrays
+        a.actions[:] = actions
+        self._steps += 1
+        self._episode_steps += 1
+        self._exchange(None, ended=actions)
+        out = BatchStep(np.array(a.obs), a.rewards.copy(), a.terminated.copy(), a.truncated.copy())
+        self._episode_steps[out.terminated | out.truncated] = 0
+        a.header[HEADER_GLOBAL_STEP] += self.num_envs
+        if self.recorder is not None:
+            self.recorder.advance(self.num_envs)
+        return out
+
+    def set_iteration(self, iteration: int) -> None:
+        """Training iteration written into later incident records (the workers read it from shared memory)."""
+        self._arrays.header[HEADER_ITERATION] = iteration
+        if self.recorder is not None:
+            self.recorder.set_context(iteration=iteration)
+
+    def safety_counters(self) -> dict[str, int]:
+        """SafeStep's counters summed over all envs (across restarts), and ``worker_crashes`` / ``worker_restarts``."""
+        totals = self._arrays.counters.sum(axis=0).tolist()
+        return {**dict(zip(COUNTER_NAMES, totals, strict=True)), **self.counters}
+
+    def faults_injected(self) -> dict[str, int]:
+        """Injected faults per kind armed in some env, summed over all envs (across restarts)."""
+        a = self._arrays
+        totals, armed = a.injected.sum(axis=0).tolist(), a.armed.any(axis=0).tolist()
+        return {kind: n for kind, n, on in zip(FAULT_KINDS, totals, armed, strict=True) if on}
+
+    def close(self) -> None:
+        """Stop the workers (they close their envs) and free the shared memory; safe to call twice."""
+        self._finalizer()
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the workers, in worker order."""
+        return [h.process.pid for _, h in sorted(self._pool.handles.items()) if h.process.pid is not None]
+
+    @property
+    def _arrays(self) -> SharedArrays:
+        arrays = self._pool.arrays
+        if arrays is None:
+            raise RuntimeError("the env workers are closed")
+        return arrays
+
+    # ------------------------------------------------------------------------------------------- start-up
+    def _start(self) -> list[EnvInfo]:
+        """Start every worker, learn the envs' spaces, share the arrays with them."""
+        infos: dict[int, list[EnvInfo]] = {}
+        pending = list(range(len(self._blocks)))
+        for k in pending:
+            self._launch(k)
+        while pending:
+            replies, dead = self._pool.collect(pending)
+            infos.update({k: self._ready(reply) for k, reply in replies.items()})
+            for k, death in dead.items():
+                self._crashed(k, death, "while starting")
+                self._launch(k)
+            pending = sorted(dead)
+        flat = [info for k in range(len(self._blocks)) for info in infos[k]]
+        obs_shape, act_shape = flat[0].observation_space.shape, flat[0].action_space.shape
+        self._layout = Layout(self.num_envs, int(np.prod(obs_shape)), int(np.prod(act_shape)))
+        self._pool.map(self._layout)
+        self._exchange(lambda k: ("attach", self._layout, self._blocks[k].start), ended=None)
+        return flat
+
+    def _launch(self, k: int) -> None:
+        rows = self._blocks[k]
+        part = self.caps.worker_part(k, len(self._blocks)) if self.caps is not None else None
+        indices = [self.env_indices[i] for i in rows]
+        self._pool.launch(k, rows, (self.factory, indices, part, self.cpus))
+
+    def _ready(self, reply: bytes) -> list[EnvInfo]:
+        message = _unpack(reply)
+        if message[0] != "ready":
+            raise RuntimeError(f"an env worker answered {message[0]!r} where 'ready' was expected")
+        return message[1]
+
+    # ------------------------------------------------------------------------------------------- exchange
+    def _exchange(self, command: object, ended: np.ndarray | None) -> None:
+        """Send a step (``command=None``) or ``command(k)`` to every worker, wait for all, replace the dead.
+
+        ``ended``: the step's actions, when the transitions of a dead worker's envs must be ended.
+        """
+        for k in self._pool.handles:
+            self._pool.send(k, STEP if command is None else pickle.dumps(command(k)))
+        replies, dead = self._pool.collect(sorted(self._pool.handles))
+        for reply in replies.values():
+            if reply != DONE:
+                _unpack(reply)
+        if command is None:
+            for k in replies:
+                self._pool.handles[k].crashes_in_a_row = 0
+        for k, death in sorted(dead.items()):
+            self._replace(k, death, ended)
+
+    # ------------------------------------------------------------------------------------------- crashes
+    def _crashed(self, k: int, death: Death, when: str) -> None:
+        """Count a crash of worker ``k``; stop the run when it is one too many in a row."""
+        handle = self._pool.handles[k]
+        handle.crashes_in_a_row += 1
+        self.counters["worker_crashes"] += 1
+        first, last = self.env_indices[handle.rows[0]], self.env_indices[handle.rows[-1]]
+        where = f"env worker {k} (pid {death.pid}, envs {first}-{last})"
+        if handle.crashes_in_a_row >= self.max_crashes:
+            raise WorkerCrashError(
+                f"{where} {death.what} {when}: {handle.crashes_in_a_row} crashes in a row "
+                f"(task.max_worker_crashes={self.max_crashes}), the envs cannot be kept running; look for the cause "
+                "in the log above and in the run's last incidents (tools/diagnose.py RUN_DIR)"
+            )
+        logger.warning("%s %s %s; starting it again (%d in a row)", where, death.what, when, handle.crashes_in_a_row)
+
+    def _replace(self, k: int, death: Death, ended: np.ndarray | None) -> None:
+        """Record and count the crash of worker ``k``, start it again and bring its envs to a fresh episode."""
+        if ended is not None:
+            self._record_crash(k, death, ended)
+        when = "during a step" if ended is not None else "between steps"
+        while True:
+            self._crashed(k, death, when)
+            self._launch(k)
+            again = self._bring_up(k)
+            if again is None:
+                break
+            death, when = again, "while starting again"
+        handle = self._pool.handles[k]
+        handle.restarts += 1
+        self.counters["worker_restarts"] += 1
+        if ended is not None:
+            a, rows = self._arrays, slice(handle.rows.start, handle.rows.stop)
+            a.rewards[rows], a.terminated[rows], a.truncated[rows] = self.penalty, True, False
+
+    def _bring_up(self, k: int) -> Death | None:
+        """Take a new worker ``k`` through ready, attach and reset; how it died if it did."""
+        handle = self._pool.handles[k]
+        seeds = [self._respawn_seed(i, handle.restarts + 1) for i in handle.rows]
+        attach = ("attach", self._layout, handle.rows.start)
+        for command in (None, attach, ("reset", seeds)):
+            if command is not None:
+                self._pool.send(k, pickle.dumps(command))
+            replies, dead = self._pool.collect([k])
+            if k in dead:
+                return dead[k]
+            if command is None:
+                self._ready(replies[k])
+            elif replies[k] != DONE:
+                _unpack(replies[k])
+        return None
+
+    def _respawn_seed(self, row: int, restart: int) -> int:
+        """A seed for the env of ``row`` after its worker's ``restart``-th restart, derived from the run's seed."""
+        return int(np.random.SeedSequence([self._seed, self.env_indices[row], restart]).generate_state(1)[0])
+
+    def _record_crash(self, k: int, death: Death, actions: np.ndarray) -> None:
+        """One ``worker_crash`` incident per env of worker ``k`` (the action it was given; its state is lost)."""
+        if self.recorder is None:
+            return
+        header = self._arrays.header
+        self.recorder.set_context(iteration=int(header[HEADER_ITERATION]), global_step=int(header[HEADER_GLOBAL_STEP]))
+        extra = {"worker": k, "pid": death.pid, "exitcode": death.exitcode, "signal": death.signal}
+        extra["hung_s"] = death.hung_s
+        for row in self._pool.handles[k].rows:
+            info = self.infos[row]
+            self.recorder.record(
+                Incident(
+                    kind=IncidentKind.worker_crash,
+                    env_index=self.env_indices[row],
+                    reason=f"env worker {k} (pid {death.pid}) {death.what}; its envs were started again",
+                    env_id=info.env_id,
+                    env_step=self._steps,
+                    episode_step=int(self._episode_steps[row]),
+                    terminated=True,
+                    rebuilt=True,
+                    penalty=self.penalty,
+                    simulated=info.simulated,
+                    action_names=info.action_names,
+                    action_low=np.asarray(info.action_space.low),
+                    action_high=np.asarray(info.action_space.high),
+                    raw_action=np.array(actions[row], copy=True),
+                    extra=extra,
+                )
+            )
+
+
+def _unpack(reply: bytes) -> tuple:
+    """A pickled reply of a worker; an error reply is raised here, with the worker's traceback as its cause."""
+    message = pickle.loads(reply)
+    if message[0] == "error":
+        raise message[1] from WorkerTraceback(message[2])
+    return message

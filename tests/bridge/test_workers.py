@@ -1,0 +1,243 @@
+"""Env workers: the same numbers as in one process, and crashes, hangs and bugs in a worker handled as promised.
+
+Real worker processes, real PyBullet, real signals. Timeouts are seconds, not milliseconds: the test machine is
+shared and slow at times.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from worker_helpers import alive, spec
+
+from robo_safe_rl.bridge.env_factory import TaskEnvFactory
+from robo_safe_rl.bridge.incidents import load_incident_arrays, read_incidents
+from robo_safe_rl.bridge.vec_adapter import GymVecEnv
+from robo_safe_rl.bridge.worker_pool import WorkerTraceback, rank_cpus, resolve_num_workers, split_rows
+from robo_safe_rl.bridge.workers import Caps, WorkerEnvBatch
+from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
+from robo_safe_rl.config.schema import SafetyConfig, TaskConfig, TrainConfig
+from robo_safe_rl.errors import WorkerCrashError
+from robo_safe_rl.training.env_builder import build_vec_env
+
+PENALTY = SafeStepConfig().penalty
+#: Every env-side injector at drill rates: SafeStep ends episodes, rebuilds worlds and records incidents.
+DRILL = EnvFaultConfig(
+    action_nonfinite=0.02, obs_nonfinite=0.01, reward_nonfinite=0.01, physics_error=0.01, state_blowup=0.01, seed=5
+)
+
+
+def ant_config(run_dir: Path, env_id: str, workers: int, num_envs: int = 5, faults: EnvFaultConfig | None = None):
+    cfg = TrainConfig(
+        task=TaskConfig(name="ant", env_id=env_id, num_envs=num_envs, num_workers=workers, max_episode_steps=40),
+        safety=SafetyConfig(step=SafeStepConfig()),
+        run_dir=str(run_dir),
+        seed=11,
+    )
+    if faults is not None:
+        cfg.faults.env = faults
+    return cfg
+
+
+def rollout(vec: GymVecEnv, steps: int) -> dict[str, torch.Tensor]:
+    """Seeded random actions, partly outside the bounds; every output the runner sees, stacked."""
+    gen = torch.Generator().manual_seed(3)
+    out: dict[str, list[torch.Tensor]] = {"obs": [vec.get_observations()["policy"].clone()]}
+    for key in ("rewards", "dones", "time_outs", "returns", "lengths"):
+        out[key] = []
+    for t in range(steps):
+        if t % 100 == 0:
+            vec.set_iteration(t // 100)
+        obs, rewards, dones, extras = vec.step(1.5 * torch.randn(vec.num_envs, vec.num_actions, generator=gen))
+        out["obs"].append(obs["policy"].clone())
+        out["rewards"].append(rewards)
+        out["dones"].append(dones)
+        out["time_outs"].append(extras["time_outs"])
+        out["returns"].append(extras["log"].get("Episode/return", torch.zeros(0)))
+        out["lengths"].append(extras["log"].get("Episode/length", torch.zeros(0)))
+    return {
+        key: torch.cat(values) if key in ("returns", "lengths") else torch.stack(values) for key, values in out.items()
+    }
+
+
+def all_incidents(run_dir: Path) -> list[tuple[dict, dict[str, np.ndarray]]]:
+    """Every record of every incidents folder of the run, with its arrays, in step then env order."""
+    found = []
+    for folder in sorted(run_dir.glob("incidents*")):
+        if (folder / "incidents.jsonl").exists():
+            found += [(r, load_incident_arrays(folder, r)) for r in read_incidents(folder)]
+    return sorted(found, key=lambda item: (item[0]["global_step"], item[0]["env_index"], item[0]["kind"]))
+
+
+def test_same_trajectories_and_records_whatever_the_worker_count(tmp_path: Path, ant_env_id: str) -> None:
+    results = {}
+    for workers in (0, 1, 2):
+        run_dir = tmp_path / f"w{workers}"
+        vec = build_vec_env(ant_config(run_dir, ant_env_id, workers, faults=DRILL), incidents_dir=run_dir / "incidents")
+        try:
+            assert type(vec.batch).__name__ == ("LocalEnvBatch" if workers == 0 else "WorkerEnvBatch")
+            results[workers] = (rollout(vec, 300), vec.safety_counters(), vec.faults_injected())
+        finally:
+            vec.close()
+        results[workers] += (all_incidents(run_dir),)
+    outputs, counters, injected, incidents = results[0]
+    # The drill fired every kind, episodes ended both ways, and SafeStep recorded them.
+    assert set(injected) == {"action_nonfinite", "obs_nonfinite", "reward_nonfinite", "physics_error", "state_blowup"}
+    assert min(injected.values()) > 0 and counters["recoveries"] > 0
+    assert outputs["time_outs"].any() and (outputs["dones"].bool() & ~outputs["time_outs"]).any()
+    assert len(incidents) == counters["nonfinite_actions"] + counters["recoveries"] > 0
+    for workers in (1, 2):
+        other_outputs, other_counters, other_injected, other_incidents = results[workers]
+        for key, value in outputs.items():
+            assert torch.equal(value, other_outputs[key]), (workers, key)
+        assert other_counters == counters and other_injected == injected
+        assert len(other_incidents) == len(incidents)
+        for (record, arrays), (other, other_arrays) in zip(incidents, other_incidents, strict=True):
+            same = {k: v for k, v in record.items() if k not in ("id", "time", "time_iso", "arrays")}
+            assert same == {k: v for k, v in other.items() if k not in ("id", "time", "time_iso", "arrays")}
+            assert arrays.keys() == other_arrays.keys()
+            for key in arrays:
+                np.testing.assert_array_equal(arrays[key], other_arrays[key])
+    # With workers, each writes its own part beside the rank's folder, which holds only worker crashes.
+    assert sorted(p.name for p in (tmp_path / "w2").glob("incidents*")) == [
+        "incidents",
+        "incidents_worker0",
+        "incidents_worker1",
+    ]
+    assert not (tmp_path / "w2" / "incidents" / "incidents.jsonl").exists()
+
+
+def ant_workers(run_dir: Path, env_id: str, timeout_s: float = 60.0) -> GymVecEnv:
+    cfg = ant_config(run_dir, env_id, workers=2, num_envs=4)
+    cfg.task.worker_timeout_s = timeout_s
+    return build_vec_env(cfg, incidents_dir=run_dir / "incidents")
+
+
+def test_killed_worker_is_replaced_and_its_transitions_end(run_dir: Path, ant_env_id: str) -> None:
+    vec = ant_workers(run_dir, ant_env_id)
+    try:
+        for _ in range(3):
+            vec.step(torch.zeros(4, vec.num_actions))
+        victim = vec.batch.pids[1]
+        os.kill(victim, signal.SIGKILL)
+        actions = torch.full((4, vec.num_actions), 0.25)
+        obs, rewards, dones, extras = vec.step(actions)
+        # Worker 1 hosted envs 2 and 3: their transitions end as terminated (not time-outs) with the penalty.
+        assert dones.tolist() == [0, 0, 1, 1] and extras["time_outs"].tolist() == [False] * 4
+        assert rewards[2:].tolist() == [PENALTY, PENALTY]
+        assert extras["log"]["Episode/length"].tolist() == [4.0, 4.0]  # their episodes were 4 steps old
+        assert torch.isfinite(obs["policy"]).all() and not alive(victim)
+        assert vec.batch.pids[1] != victim
+        counters = vec.safety_counters()
+        assert counters["worker_crashes"] == 1 and counters["worker_restarts"] == 1
+        records = read_incidents(run_dir / "incidents")
+        assert [(r["kind"], r["env_index"]) for r in records] == [("worker_crash", 2), ("worker_crash", 3)]
+        for record in records:
+            assert record["extra"]["signal"] == "SIGKILL" and record["extra"]["pid"] == victim
+            assert record["terminated"] and record["penalty"] == PENALTY and record["global_step"] == 3 * 4
+            assert record["raw_action"] == [0.25] * vec.num_actions and record["episode_step"] == 4
+            assert "was killed by signal 9 (SIGKILL)" in record["reason"]
+        # Training goes on: the new worker steps its fresh episodes.
+        _, _, dones, _ = vec.step(actions)
+        assert dones.tolist() == [0, 0, 0, 0]
+    finally:
+        vec.close()
+
+
+def test_stopped_worker_is_found_hung_killed_and_replaced(run_dir: Path, ant_env_id: str) -> None:
+    vec = ant_workers(run_dir, ant_env_id, timeout_s=2.0)
+    try:
+        vec.step(torch.zeros(4, vec.num_actions))
+        victim = vec.batch.pids[0]
+        os.kill(victim, signal.SIGSTOP)  # alive, holding its pipe, never answering
+        start = time.monotonic()
+        _, rewards, dones, _ = vec.step(torch.zeros(4, vec.num_actions))
+        assert 2.0 <= time.monotonic() - start < 60.0
+        assert dones.tolist() == [1, 1, 0, 0] and rewards[:2].tolist() == [PENALTY, PENALTY]
+        assert not alive(victim)
+        (record, _) = read_incidents(run_dir / "incidents")
+        assert record["reason"].startswith(f"env worker 0 (pid {victim}) did not answer within 2 s and was killed")
+        assert record["extra"]["hung_s"] == 2.0
+    finally:
+        vec.close()
+
+
+def factory_batch(run_dir: Path, name: str, *, timeout_s: float = 60.0, max_crashes: int = 3, **kwargs) -> GymVecEnv:
+    """Two workers of one env each, of a helper env (``worker_helpers``), in SafeStep, under the vector adapter."""
+    factory = TaskEnvFactory(spec(name, **kwargs), step=SafeStepConfig())
+    caps = Caps(run_dir / "incidents", 100, 2**20)
+    batch = WorkerEnvBatch(factory, [0, 1], 2, caps=caps, penalty=PENALTY, timeout_s=timeout_s, max_crashes=max_crashes)
+    return GymVecEnv(batch, seed=0)
+
+
+def test_a_fault_that_sleeps_is_a_hang(run_dir: Path) -> None:
+    vec = factory_batch(run_dir, "HangingEnv", timeout_s=2.0, fault_at=2)
+    try:
+        vec.step(torch.zeros(2, 2))
+        _, _, dones, _ = vec.step(torch.zeros(2, 2))  # both envs sleep in their 2nd step
+        assert dones.tolist() == [1, 1] and vec.safety_counters()["worker_crashes"] == 2
+        assert [r["kind"] for r in read_incidents(run_dir / "incidents")] == ["worker_crash"] * 2
+    finally:
+        vec.close()
+
+
+def test_crashes_in_a_row_stop_with_the_signal_named(run_dir: Path) -> None:
+    # Every env aborts in its first step: a worker dies, comes back, dies again in the next step.
+    vec = factory_batch(run_dir, "AbortingEnv", max_crashes=2, fault_at=1)
+    try:
+        vec.step(torch.zeros(2, 2))
+        assert vec.safety_counters()["worker_crashes"] == 2  # both workers, once each
+        pids = vec.batch.pids
+        with pytest.raises(WorkerCrashError, match=r"killed by signal 6 \(SIGABRT\) during a step: 2 crashes in a row"):
+            vec.step(torch.zeros(2, 2))
+    finally:
+        vec.close()
+    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+
+
+def test_an_exception_in_a_worker_is_raised_in_the_trainer(run_dir: Path) -> None:
+    vec = factory_batch(run_dir, "BuggyEnv", fault_at=2)
+    pids = vec.batch.pids
+    try:
+        vec.step(torch.zeros(2, 2))
+        with pytest.raises(KeyError, match="a bug in the task") as caught:
+            vec.step(torch.zeros(2, 2))
+        assert isinstance(caught.value.__cause__, WorkerTraceback)
+        assert "in fault" in str(caught.value.__cause__)  # the worker's traceback, down to the task's line
+        assert vec.safety_counters()["worker_crashes"] == 0  # a bug is not a crash: nothing restarted
+    finally:
+        vec.close()
+    assert not any(alive(pid) for pid in pids)
+    vec.close()  # twice is fine
+
+
+def test_worker_counts() -> None:
+    assert resolve_num_workers(None, num_envs=16, cores=2) == 2
+    assert resolve_num_workers(None, num_envs=16, cores=64) == 16  # never more workers than envs
+    assert resolve_num_workers(None, num_envs=16, cores=1) == 0  # one core: the envs stay in the trainer
+    assert resolve_num_workers(None, num_envs=1, cores=8) == 0
+    assert resolve_num_workers(0, num_envs=16, cores=8) == 0
+    assert resolve_num_workers(4, num_envs=3, cores=1) == 3
+    assert split_rows(5, 2) == [range(0, 3), range(3, 5)]
+    # Worked example: 1000 records over a trainer part and 2 worker parts: 334 + 333 + 333.
+    caps = Caps(Path("incidents"), 1000, 3 * 2**20)
+    assert [caps.part(p, 3)[0] for p in range(3)] == [334, 333, 333]
+    assert caps.worker_part(1, 2) == type(caps.worker_part(1, 2))("incidents_worker1", 333, 2**20)
+
+
+def test_each_torchrun_rank_gets_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(8)))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert rank_cpus() == ([4, 5, 6, 7], True)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "16")
+    monkeypatch.setenv("LOCAL_RANK", "9")
+    assert rank_cpus() == ([1], True)  # more ranks than cores: they share
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert rank_cpus() == (list(range(8)), False)
