@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.train import main
 from robo_safe_rl.checkpoint.report import Status, inspect_run_dir
+from robo_safe_rl.diagnose.inputs import resolve
 
 #: Which safety counter answers which injected fault kind (one event each).
 ACCOUNTED_BY = {
@@ -23,10 +25,19 @@ ACCOUNTED_BY = {
 }
 
 
-def test_gauntlet_short_form_finishes_clean_and_accounts_for_every_fault(tmp_path: Path) -> None:
-    run_dir = tmp_path / "drill"
+@pytest.fixture(scope="module")
+def drill_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """The short gauntlet with the envs in the trainer (0) and in two env workers (2)."""
     args = ["+drill=gauntlet", "task.num_envs=4", "runner.max_iterations=12", "runner.save_interval=4"]
-    assert main([*args, f"run_dir={run_dir}"]) == 0
+    runs = {}
+    for workers in (0, 2):
+        runs[workers] = tmp_path_factory.mktemp("drill") / f"workers{workers}"
+        assert main([*args, f"task.num_workers={workers}", f"run_dir={runs[workers]}"]) == 0
+    return runs
+
+
+def test_gauntlet_short_form_finishes_clean_and_accounts_for_every_fault(drill_runs: dict[int, Path]) -> None:
+    run_dir = drill_runs[0]
     summary = json.loads((run_dir / "summary.json").read_text())
     injected, safety = summary["faults_injected"], summary["safety"]
     assert summary["status"] == "completed" and summary["iterations"] == 12
@@ -48,3 +59,20 @@ def test_gauntlet_short_form_finishes_clean_and_accounts_for_every_fault(tmp_pat
     final = torch.load(summary["final_checkpoint"], weights_only=True)
     for part in ("actor_state_dict", "critic_state_dict"):
         assert all(torch.isfinite(t).all() for t in final[part].values())
+
+
+def test_gauntlet_through_env_workers_is_the_same_run(drill_runs: dict[int, Path]) -> None:
+    in_process, workers = (json.loads((drill_runs[w] / "summary.json").read_text()) for w in (0, 2))
+    # The same seeds give the same faults, the same transitions, hence the same updates, returns and counters.
+    for key in set(in_process) - {"wall_s", "final_checkpoint", "last_clean_checkpoint"}:
+        assert workers[key] == in_process[key], key
+    assert workers["safety"]["worker_crashes"] == 0
+    # Each worker wrote its own part of the incidents; diagnose reads them all: the same records as in one process.
+    parts = resolve(str(drill_runs[2])).incidents
+    assert {i.directory.name for i in parts} == {"incidents_worker0", "incidents_worker1"}
+
+    def key(record: dict) -> tuple:
+        return record["global_step"], record["env_index"], record["kind"], record["reason"]
+
+    records = sorted(key(i.record) for i in resolve(str(drill_runs[0])).incidents)
+    assert sorted(key(i.record) for i in parts) == records and records

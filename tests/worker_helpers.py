@@ -1,6 +1,6 @@
-"""Helpers of the env-worker tests: envs that take down or stall the process they run in (imported by the workers
-through the gymnasium entry points ``worker_helpers:<Class>``, found on the test's import path), and a look at
-processes through ``/proc``.
+"""Helpers of the env-worker tests (tests/bridge, tests/training): envs that take down or stall the process they run
+in (imported by the workers through the gymnasium entry points ``worker_helpers:<Class>``, found on the test's
+import path), and a look at processes through ``/proc``.
 
 A point mass in the plane (the conftest's fault env in miniature), whose step at ``fault_at`` (1-based, counted over
 the env's life) does what a broken physics engine does to its process:
@@ -85,17 +85,20 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def children(pid: int) -> list[int]:
-    """The live processes whose parent is ``pid``."""
+def env_workers(parent: int | None = None) -> list[int]:
+    """The live env-worker processes (of ``parent`` only, when given), found by their command line."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.append(int(entry.name))
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        mine = parent is None or int(fields[1]) == parent
+        if b"robo_safe_rl.bridge.worker_loop" in cmdline and fields[0] != "Z" and mine:
+            found.append(int(entry.name))
     return sorted(found)
 
 

@@ -1,0 +1,121 @@
+"""Trainings through env workers: a worker killed mid-run is survived, too many crashes stop the run with exit 1,
+and no worker outlives its trainer (normal end, exception, SIGINT, SIGKILL).
+
+Real Ant trainings, real worker processes, real signals; the workers are found through ``/proc``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from worker_helpers import alive, env_workers, wait_until
+
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.train import main
+from robo_safe_rl.bridge.incidents import read_incidents
+from robo_safe_rl.diagnose.inputs import resolve
+
+REPO = Path(__file__).resolve().parents[2]
+SHORT = ["task.num_envs=4", "task.num_workers=2", "runner.num_steps_per_env=16", "runner.save_interval=1"]
+
+
+def test_worker_killed_during_training_is_survived(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    seen: list[int] = []
+    killed: list[int] = []
+
+    def kill_one_after_the_first_iteration() -> None:
+        wait_until(lambda: (run_dir / "model_0.pt").exists(), 300, "the first checkpoint")
+        seen.extend(env_workers(os.getpid()))
+        os.kill(seen[-1], signal.SIGKILL)
+        killed.append(seen[-1])
+
+    killer = threading.Thread(target=kill_one_after_the_first_iteration, daemon=True)
+    killer.start()
+    assert main([*SHORT, "runner.max_iterations=6", f"run_dir={run_dir}"]) == 0
+    killer.join(5)
+    assert len(seen) == 2 and killed
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 6
+    assert summary["safety"]["worker_crashes"] == 1 and summary["safety"]["worker_restarts"] == 1
+    # The killed worker hosted two of the four envs: one record each, in the trainer's part.
+    records = read_incidents(run_dir / "incidents")
+    assert [r["kind"] for r in records] == ["worker_crash", "worker_crash"]
+    assert {r["env_index"] for r in records} in ({0, 1}, {2, 3})
+    assert all(r["extra"]["signal"] == "SIGKILL" and r["extra"]["pid"] == killed[0] for r in records)
+    assert all(r["iteration"] >= 1 and r["terminated"] for r in records)
+    # diagnose reads every part of the run and does not choke on the new kind.
+    assert [i.record["kind"] for i in resolve(str(run_dir)).incidents] == ["worker_crash", "worker_crash"]
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    assert events.Scalars("Safety/worker_crashes")[-1].value == 1.0
+    # Normal end: no worker is left, the killed one included.
+    assert not any(alive(pid) for pid in seen) and env_workers(os.getpid()) == []
+
+
+@pytest.fixture
+def aborting_task() -> str:
+    """A registered task whose envs abort their process in their first step."""
+    env_id = "WorkerTest/Abort-v0"
+    gym.register(env_id, entry_point="worker_helpers:AbortingEnv", max_episode_steps=50, kwargs={"fault_at": 1})
+    yield env_id
+    del gym.registry[env_id]
+
+
+def test_too_many_crashes_in_a_row_stop_the_run_with_exit_1(
+    tmp_path: Path, aborting_task: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    args = [*SHORT, "task.max_worker_crashes=2", f"task.env_id={aborting_task}", "runner.max_iterations=3"]
+    assert main([*args, f"run_dir={run_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert "train: stopped: env worker" in err and "(SIGABRT) during a step: 2 crashes in a row" in err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["error"].startswith("WorkerCrashError")
+    assert env_workers(os.getpid()) == []
+
+
+def test_an_exception_in_the_trainer_leaves_no_worker(tmp_path: Path) -> None:
+    # faults.grad.param is checked when the algorithm is built, after the envs and their workers (exit 2).
+    args = [*SHORT, "runner.max_iterations=1", "faults.grad.every=1", "faults.grad.param=no.such.param"]
+    assert main([*args, f"run_dir={tmp_path / 'run'}"]) == 2
+    assert env_workers(os.getpid()) == []
+
+
+def start_training(run_dir: Path) -> tuple[subprocess.Popen, list[int]]:
+    """``tools/train.py`` with two workers, for long; returns once it has finished an iteration."""
+    cmd = [sys.executable, "tools/train.py", *SHORT, "runner.max_iterations=100000", f"run_dir={run_dir}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    trainer = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: (run_dir / "model_0.pt").exists() or trainer.poll() is not None, 300, "the first iteration")
+    assert trainer.poll() is None, trainer.stderr.read()[-3000:]
+    workers = env_workers(trainer.pid)
+    assert len(workers) == 2
+    return trainer, workers
+
+
+def test_sigint_stops_the_trainer_and_its_workers(tmp_path: Path) -> None:
+    trainer, workers = start_training(tmp_path / "run")
+    trainer.send_signal(signal.SIGINT)
+    trainer.wait(120)
+    wait_until(lambda: not any(alive(pid) for pid in workers), 30, "the workers to exit")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "stopped"
+
+
+@pytest.mark.slow
+def test_workers_leave_when_their_trainer_is_killed(tmp_path: Path) -> None:
+    trainer, workers = start_training(tmp_path / "run")
+    trainer.kill()  # no finally, no atexit: the workers must notice on their own
+    trainer.wait(60)
+    wait_until(lambda: not any(alive(pid) for pid in workers), 30, "the orphaned workers to exit")
