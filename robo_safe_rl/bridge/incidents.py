@@ -22,8 +22,8 @@ field                         type                          meaning
 ``iteration``                 int or null                   training iteration (recorder context), null outside
                                                             training
 ``global_step``               int or null                   env steps of the run so far (recorder context)
-``source``                    str                           ``"safe_step"`` (per-env wrapper) or ``"tensor_guard"``
-                                                            (vector guard)
+``source``                    str                           ``"safe_step"`` (per-env wrapper), ``"tensor_guard"``
+                                                            (vector guard) or ``"env_worker"`` (a worker's crash)
 ``env_index``                 int                           index of the env in its vector (row for the guard)
 ``env_id``                    str or null                   gymnasium id of the task (``env.spec.id``)
 ``kind``                      str                           primary kind: ``nonfinite_action``, ``physics_error``,

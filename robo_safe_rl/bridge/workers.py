@@ -311,6 +311,7 @@ class WorkerEnvBatch:
             self.recorder.record(
                 Incident(
                     kind=IncidentKind.worker_crash,
+                    source="env_worker",
                     env_index=self.env_indices[row],
                     reason=f"env worker {k} (pid {death.pid}) {death.what}; its envs were started again",
                     env_id=info.env_id,

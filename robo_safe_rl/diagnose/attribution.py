@@ -2,7 +2,8 @@
 
 Rules, applied in this order to one incident:
 
-1. **No action** (a fault during a reset, or a record without an action): ``env_fault``.
+1. **No action** (a fault during a reset, or a record without an action), or the env's worker process died
+   (``worker_crash``: SafeStep had made the action legal before the engine saw it): ``env_fault``.
 2. **Non-finite action**: if the observation the policy acted on (the history's last row) held a NaN or Inf,
    ``nonfinite_observation`` ("non-finite observation into the policy"); otherwise ``nonfinite_policy_output`` (the
    policy turned a finite observation into a non-finite action: suspect its weights, see the checkpoint).
@@ -79,6 +80,8 @@ def attribute(record: dict[str, Any], finding: ActionFinding, replay: ReplayResu
     if record.get("phase") != "step" or finding.raw is None:
         where = f"during a {record.get('phase')}" if record.get("phase") != "step" else "with no action recorded"
         return Cause.env_fault, f"{reason} ({where}: no action involved)"
+    if record.get("kind") == "worker_crash":
+        return Cause.env_fault, f"{reason} (the process died: not attributed to the action it was stepping)"
     if finding.nonfinite:
         if finding.obs_in_finite is False:
             shown = ", ".join(finding.obs_in_nonfinite[:6])

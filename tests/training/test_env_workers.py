@@ -22,13 +22,14 @@ from worker_helpers import alive, env_workers, wait_until
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.train import main
 from robo_safe_rl.bridge.incidents import read_incidents
+from robo_safe_rl.diagnose.cli import main as diagnose
 from robo_safe_rl.diagnose.inputs import resolve
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = ["task.num_envs=4", "task.num_workers=2", "runner.num_steps_per_env=16", "runner.save_interval=1"]
 
 
-def test_worker_killed_during_training_is_survived(tmp_path: Path) -> None:
+def test_worker_killed_during_training_is_survived(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = tmp_path / "run"
     seen: list[int] = []
     killed: list[int] = []
@@ -53,9 +54,11 @@ def test_worker_killed_during_training_is_survived(tmp_path: Path) -> None:
     assert [r["kind"] for r in records] == ["worker_crash", "worker_crash"]
     assert {r["env_index"] for r in records} in ({0, 1}, {2, 3})
     assert all(r["extra"]["signal"] == "SIGKILL" and r["extra"]["pid"] == killed[0] for r in records)
-    assert all(r["iteration"] >= 1 and r["terminated"] for r in records)
-    # diagnose reads every part of the run and does not choke on the new kind.
+    assert all(r["iteration"] >= 1 and r["terminated"] and r["source"] == "env_worker" for r in records)
+    # diagnose reads every part of the run, and does not blame the actions for a dead process (exit 0).
     assert [i.record["kind"] for i in resolve(str(run_dir)).incidents] == ["worker_crash", "worker_crash"]
+    assert diagnose([str(run_dir), "--json"]) == 0
+    assert '"cause": "env_fault"' in capsys.readouterr().out
     events = EventAccumulator(str(run_dir))
     events.Reload()
     assert events.Scalars("Safety/worker_crashes")[-1].value == 1.0
