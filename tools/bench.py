@@ -1,6 +1,6 @@
 """Measure the figures of BENCHMARKS.md side by side in one run.
 
-python tools/bench.py [--only env,safestep,guard,checkpoint] [--quick] [--write BENCHMARKS.md]
+python tools/bench.py [--only env,safestep,guard,checkpoint,workers] [--quick] [--write BENCHMARKS.md]
 """
 
 from __future__ import annotations

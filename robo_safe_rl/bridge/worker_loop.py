@@ -8,8 +8,9 @@ terminated / truncated flags and counters go to, the shared arrays (:class:`Shar
 step.
 
 Messages (trainer to worker): ``b"s"`` step; ``b"c"`` close; pickled ``("attach", layout, first_row)`` (map the
-shared file, sized by now) and ``("reset", seeds)``. Replies: ``b"k"`` done; pickled ``("ready", [EnvInfo])`` or
-``("error", exception, traceback)``.
+shared file, sized by now) and ``("reset", seeds)``. Replies: ``b"k"`` done; pickled ``("done", None, records)``
+when the worker logged something, ``("ready", [EnvInfo], records)``, or ``("error", exception, traceback)``. The
+log records go to the trainer's own loggers (its console, ``train.log``), as if the envs were in the trainer.
 
 The worker ends when told to close, when its pipe closes (the trainer died: the kernel closed its end), or within
 :data:`PARENT_CHECK_S` of being orphaned: no worker outlives its trainer. It ignores SIGINT: the trainer decides
@@ -21,11 +22,10 @@ This module imports neither torch nor rsl-rl (a worker needs numpy, gymnasium, t
 from __future__ import annotations
 
 import contextlib
-import mmap
+import logging
 import os
 import pickle
 import signal
-import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,99 +36,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robo_safe_rl.bridge.env_batch import EnvInfo, find_safe_step, step_and_reset
-from robo_safe_rl.bridge.faults import ActionFaultInjector, EnvFaultInjector, sum_injected, wrapper_chain
+from robo_safe_rl.bridge.env_batch import EnvInfo, step_and_reset
 from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder
-from robo_safe_rl.bridge.safe_step import COUNTER_NAMES
-from robo_safe_rl.safety.incident_kinds import KIND_OF_FAULT
+from robo_safe_rl.bridge.worker_shared import HEADER_GLOBAL_STEP, HEADER_ITERATION, EnvTally, SharedArrays
 
 STEP, CLOSE, DONE = b"s", b"c", b"k"
 #: Seconds between two checks of the parent while the worker waits for a message.
 PARENT_CHECK_S = 1.0
-#: Columns of the ``injected`` and ``armed`` arrays: every kind an env-side injector can count.
-FAULT_KINDS: tuple[str, ...] = tuple(KIND_OF_FAULT)
-#: Slots of the header: training iteration and global env-step count, for incident records written by workers.
-HEADER_ITERATION, HEADER_GLOBAL_STEP = 0, 1
 
 #: ``factory(env_index, recorder) -> env``: builds one guarded env; must pickle (a module-level class or function).
 EnvFactory = Callable[[int, Any], gym.Env]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Shapes of the arrays a batch shares with its workers (one block of shared memory, rows = envs)."""
-
-    num_envs: int
-    num_obs: int
-    num_actions: int
-
-    def fields(self) -> list[tuple[str, type, tuple[int, ...]]]:
-        """``(name, dtype, shape)`` of each array, in memory order."""
-        n = self.num_envs
-        return [
-            ("header", np.int64, (2,)),
-            ("counters", np.int64, (n, len(COUNTER_NAMES))),  # SafeStep's counters, cumulative per env
-            ("injected", np.int64, (n, len(FAULT_KINDS))),  # injected faults, cumulative per env
-            ("armed", np.int64, (n, len(FAULT_KINDS))),  # 1 where the env's injector is armed for that kind
-            ("rewards", np.float64, (n,)),
-            ("actions", np.float32, (n, self.num_actions)),
-            ("obs", np.float32, (n, self.num_obs)),
-            ("terminated", np.bool_, (n,)),
-            ("truncated", np.bool_, (n,)),
-        ]
-
-    def offsets(self) -> tuple[dict[str, int], int]:
-        """Byte offset of each array (each on its own 64-byte cache line) and the total size."""
-        offsets, at = {}, 0
-        for name, dtype, shape in self.fields():
-            offsets[name] = at
-            at += -(-int(np.dtype(dtype).itemsize * np.prod(shape)) // 64) * 64
-        return offsets, max(at, 64)
-
-
-class SharedArrays:
-    """Numpy views of a :class:`Layout` over a file shared by the trainer and its workers (the attributes are named
-    as the layout's fields).
-
-    The file is anonymous (``memfd_create`` on Linux, else an unlinked temporary file), passed to each worker as an
-    inherited descriptor: no name to clean up, nothing left behind when a process is killed, and no resource tracker
-    (``multiprocessing.shared_memory`` registers every segment a process attaches to, and a process that is not a
-    multiprocessing child unlinks it at exit from under the others).
-
-    Args:
-        layout: The arrays.
-        fd: The shared file, at least ``layout.offsets()[1]`` bytes long.
-    """
-
-    header: np.ndarray
-    counters: np.ndarray
-    injected: np.ndarray
-    armed: np.ndarray
-    rewards: np.ndarray
-    actions: np.ndarray
-    obs: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-
-    def __init__(self, layout: Layout, fd: int) -> None:
-        offsets, size = layout.offsets()
-        self._map = mmap.mmap(fd, size)
-        for name, dtype, shape in layout.fields():
-            setattr(self, name, np.ndarray(shape, dtype=dtype, buffer=self._map, offset=offsets[name]))
-
-    @staticmethod
-    def create_file() -> int:
-        """A new, empty anonymous file for a batch's arrays (the trainer sizes it with ``os.ftruncate``)."""
-        if hasattr(os, "memfd_create"):
-            return os.memfd_create("robo_safe_rl-env-workers")
-        with tempfile.TemporaryFile() as f:
-            return os.dup(f.fileno())
-
-    def release(self) -> None:
-        """Drop the views and unmap (an mmap cannot be closed while numpy arrays point into it)."""
-        mapping = self._map
-        self.__dict__.clear()
-        mapping.close()
 
 
 @dataclass(frozen=True)
@@ -138,6 +55,29 @@ class PartSpec:
     directory: str
     max_records: int
     max_bytes: int
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Incident recording of a rank with workers: its folder (``incidents``, ``incidents_rank<r>``) and caps.
+
+    The trainer writes worker crashes into ``directory``; worker ``k`` writes its envs' incidents into
+    ``<directory>_worker<k>``. The parts share the caps evenly, so the rank's total stays within them.
+    """
+
+    directory: Path
+    max_records: int
+    max_bytes: int
+
+    def part(self, part: int, parts: int) -> tuple[int, int]:
+        """Records and bytes part ``part`` of ``parts`` may use."""
+        records = self.max_records // parts + (1 if part < self.max_records % parts else 0)
+        return records, self.max_bytes // parts
+
+    def worker_part(self, k: int, workers: int) -> PartSpec:
+        """Where worker ``k`` writes, with its share of the caps (part 0 is the trainer's)."""
+        records, size = self.part(k + 1, workers + 1)
+        return PartSpec(f"{self.directory}_worker{k}", records, size)
 
 
 class PartRecorder:
@@ -166,52 +106,42 @@ class PartRecorder:
         return recorder.record(incident)
 
 
-class EnvTally:
-    """Publishes one env's SafeStep counters and injected-fault counts into its rows of the shared arrays.
+class LogRelay(logging.Handler):
+    """Keeps the worker's log records, prefixed with its name, for the trainer to log (:func:`relay_logs`)."""
 
-    Counters only grow, so a change shows in their sum: a step without an event costs two sums of a few ints. A
-    restarted worker starts its counters from the rows its predecessor left, so the totals survive a crash.
-    """
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.prefix = name
+        self.records: list[logging.LogRecord] = []
 
-    def __init__(self, env: gym.Env) -> None:
-        safe = find_safe_step(env)
-        self.counters: dict[str, int] | None = safe.counters if safe is not None else None
-        self.injectors = [
-            layer.injected for layer in wrapper_chain(env) if isinstance(layer, (ActionFaultInjector, EnvFaultInjector))
-        ]
-        self.armed = np.array([kind in sum_injected([env]) for kind in FAULT_KINDS], dtype=np.int64)
-        self._last = (-1, -1)
+    def emit(self, record: logging.LogRecord) -> None:
+        # Pickle-safe: the message rendered here, the traceback as text.
+        record.msg, record.args = f"[{self.prefix}] {record.getMessage()}", None
+        if record.exc_info:
+            record.exc_text, record.exc_info = logging.Formatter().formatException(record.exc_info), None
+        self.records.append(record)
 
-    def load(self, counters: np.ndarray, injected: np.ndarray) -> None:
-        """Continue from the counts in these rows (zeros for a first start)."""
-        if self.counters is not None:
-            self.counters.update(zip(COUNTER_NAMES, counters.tolist(), strict=True))
-        for counts in self.injectors:
-            for kind in counts:
-                counts[kind] = int(injected[FAULT_KINDS.index(kind)])
+    def take(self) -> list[logging.LogRecord]:
+        """The records since the last call."""
+        records, self.records = self.records, []
+        return records
 
-    def publish(self, counters: np.ndarray, injected: np.ndarray) -> None:
-        """Write the counts into these rows if they changed since the last call."""
-        now = (
-            sum(self.counters.values()) if self.counters is not None else 0,
-            sum(sum(counts.values()) for counts in self.injectors),
-        )
-        if now == self._last:
-            return
-        self._last = now
-        if self.counters is not None:
-            counters[:] = [self.counters[name] for name in COUNTER_NAMES]
-        for counts in self.injectors:
-            for kind, value in counts.items():
-                injected[FAULT_KINDS.index(kind)] = value
+
+def relay_logs(records: list[logging.LogRecord]) -> None:
+    """Log a worker's records in the trainer, through the loggers of their names."""
+    for record in records:
+        logging.getLogger(record.name).handle(record)
 
 
 class _Worker:
     """A worker's envs and its side of the protocol (module docstring)."""
 
-    def __init__(self, conn: Connection, envs: list[gym.Env], recorder: PartRecorder | None, shared_fd: int) -> None:
+    def __init__(
+        self, conn: Connection, envs: list[gym.Env], recorder: PartRecorder | None, shared_fd: int, relay: LogRelay
+    ) -> None:
         self.conn = conn
         self.shared_fd = shared_fd
+        self.relay = relay
         self.envs = envs
         self.recorder = recorder
         self.tallies = [EnvTally(env) for env in envs]
@@ -240,7 +170,8 @@ class _Worker:
             except BaseException as err:
                 send_error(self.conn, err)
                 continue
-            self.conn.send_bytes(DONE)
+            records = self.relay.take()
+            self.conn.send_bytes(pickle.dumps(("done", None, records)) if records else DONE)
 
     def _step(self) -> None:
         a, lo = self.arrays, self.lo
@@ -297,6 +228,8 @@ def worker_main(
     indices: list[int],
     part: PartSpec | None,
     cpus: list[int] | None,
+    name: str = "env worker",
+    log_level: int = logging.WARNING,
 ) -> None:
     """The body of a worker process: build envs ``indices`` with ``factory``, then serve (module docstring).
 
@@ -307,8 +240,13 @@ def worker_main(
         indices: Env indices (as SafeStep records them) of this worker's envs.
         part: Where this worker writes incident records; ``None`` records nothing.
         cpus: Cores to run on (the rank's share under torchrun); ``None`` leaves the affinity alone.
+        name: How the worker's log messages start (``env worker 1``).
+        log_level: The trainer's logging level.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    relay = LogRelay(name)
+    logging.getLogger().addHandler(relay)
+    logging.getLogger().setLevel(log_level)
     if cpus:
         os.sched_setaffinity(0, cpus)
     recorder = PartRecorder(part) if part is not None else None
@@ -317,8 +255,8 @@ def worker_main(
     try:
         for index in indices:
             envs.append(factory(index, recorder))
-        worker = _Worker(conn, envs, recorder, shared_fd)
-        conn.send_bytes(pickle.dumps(("ready", [EnvInfo.of(env) for env in envs])))
+        worker = _Worker(conn, envs, recorder, shared_fd, relay)
+        conn.send_bytes(pickle.dumps(("ready", [EnvInfo.of(env) for env in envs], relay.take())))
     except BaseException as err:
         send_error(conn, err)
     try:

@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
-from robo_safe_rl.bridge.worker_loop import CLOSE, Layout, SharedArrays
+from robo_safe_rl.bridge.worker_loop import CLOSE
+from robo_safe_rl.bridge.worker_shared import Layout, SharedArrays
 
 #: Seconds a worker gets to exit after ``close`` (or to be reaped after its death) before it is killed.
 CLOSE_TIMEOUT_S = 5.0

@@ -28,53 +28,19 @@ from __future__ import annotations
 import logging
 import pickle
 import weakref
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from robo_safe_rl.bridge.env_batch import WORKER_COUNTER_NAMES, BatchStep, EnvInfo
 from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder
 from robo_safe_rl.bridge.safe_step import COUNTER_NAMES
-from robo_safe_rl.bridge.worker_loop import (
-    DONE,
-    FAULT_KINDS,
-    HEADER_GLOBAL_STEP,
-    HEADER_ITERATION,
-    STEP,
-    EnvFactory,
-    Layout,
-    PartSpec,
-    SharedArrays,
-)
+from robo_safe_rl.bridge.worker_loop import DONE, STEP, Caps, EnvFactory, relay_logs
 from robo_safe_rl.bridge.worker_pool import Death, WorkerPool, WorkerTraceback, split_rows
+from robo_safe_rl.bridge.worker_shared import FAULT_KINDS, HEADER_GLOBAL_STEP, HEADER_ITERATION, Layout, SharedArrays
 from robo_safe_rl.errors import WorkerCrashError
 from robo_safe_rl.safety.incident_kinds import IncidentKind
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Caps:
-    """Incident recording of a rank with workers: its folder (``incidents``, ``incidents_rank<r>``) and caps.
-
-    The trainer writes worker crashes into ``directory``; worker ``k`` writes its envs' incidents into
-    ``<directory>_worker<k>``. The parts share the caps evenly, so the rank's total stays within them.
-    """
-
-    directory: Path
-    max_records: int
-    max_bytes: int
-
-    def part(self, part: int, parts: int) -> tuple[int, int]:
-        """Records and bytes part ``part`` of ``parts`` may use."""
-        records = self.max_records // parts + (1 if part < self.max_records % parts else 0)
-        return records, self.max_bytes // parts
-
-    def worker_part(self, k: int, workers: int) -> PartSpec:
-        """Where worker ``k`` writes, with its share of the caps (part 0 is the trainer's)."""
-        records, size = self.part(k + 1, workers + 1)
-        return PartSpec(f"{self.directory}_worker{k}", records, size)
 
 
 class WorkerEnvBatch:
@@ -216,7 +182,8 @@ class WorkerEnvBatch:
         rows = self._blocks[k]
         part = self.caps.worker_part(k, len(self._blocks)) if self.caps is not None else None
         indices = [self.env_indices[i] for i in rows]
-        self._pool.launch(k, rows, (self.factory, indices, part, self.cpus))
+        level = logging.getLogger().getEffectiveLevel()
+        self._pool.launch(k, rows, (self.factory, indices, part, self.cpus, f"env worker {k}", level))
 
     def _ready(self, reply: bytes) -> list[EnvInfo]:
         message = _unpack(reply)
@@ -331,8 +298,10 @@ class WorkerEnvBatch:
 
 
 def _unpack(reply: bytes) -> tuple:
-    """A pickled reply of a worker; an error reply is raised here, with the worker's traceback as its cause."""
+    """A pickled reply of a worker; an error reply is raised here, with the worker's traceback as its cause, and the
+    log records of the others are logged here."""
     message = pickle.loads(reply)
     if message[0] == "error":
         raise message[1] from WorkerTraceback(message[2])
+    relay_logs(message[2])
     return message

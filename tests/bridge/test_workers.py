@@ -19,8 +19,9 @@ from worker_helpers import alive, spec
 from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.incidents import load_incident_arrays, read_incidents
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
+from robo_safe_rl.bridge.worker_loop import Caps
 from robo_safe_rl.bridge.worker_pool import WorkerTraceback, rank_cpus, resolve_num_workers, split_rows
-from robo_safe_rl.bridge.workers import Caps, WorkerEnvBatch
+from robo_safe_rl.bridge.workers import WorkerEnvBatch
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 from robo_safe_rl.config.schema import SafetyConfig, TaskConfig, TrainConfig
 from robo_safe_rl.errors import WorkerCrashError
@@ -75,7 +76,9 @@ def all_incidents(run_dir: Path) -> list[tuple[dict, dict[str, np.ndarray]]]:
     return sorted(found, key=lambda item: (item[0]["global_step"], item[0]["env_index"], item[0]["kind"]))
 
 
-def test_same_trajectories_and_records_whatever_the_worker_count(tmp_path: Path, ant_env_id: str) -> None:
+def test_same_trajectories_and_records_whatever_the_worker_count(
+    tmp_path: Path, ant_env_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
     results = {}
     for workers in (0, 1, 2):
         run_dir = tmp_path / f"w{workers}"
@@ -104,6 +107,9 @@ def test_same_trajectories_and_records_whatever_the_worker_count(tmp_path: Path,
             assert arrays.keys() == other_arrays.keys()
             for key in arrays:
                 np.testing.assert_array_equal(arrays[key], other_arrays[key])
+    # The workers' warnings reach the trainer's loggers, named after their worker.
+    relayed = [r.getMessage() for r in caplog.records if r.name == "robo_safe_rl.bridge.safe_step"]
+    assert any(m.startswith("[env worker 1] env 4 (RoboSafe/Ant-v0): ") for m in relayed)
     # With workers, each writes its own part beside the rank's folder, which holds only worker crashes.
     assert sorted(p.name for p in (tmp_path / "w2").glob("incidents*")) == [
         "incidents",

@@ -171,6 +171,51 @@ def section_presets(quick: bool) -> str:
     return _table(header, rows) + "\n\n" + note + "\n\n![learning curves](docs/presets_ant.png)"
 
 
+def section_workers(quick: bool) -> str:
+    """Env workers: Ant env-steps/s in the trainer, in 1, 2 (and every core's) workers, in AsyncVectorEnv, and the
+    free-stepping limits at equal process counts; then whole training iterations."""
+    from benchmarks.workers import bench_env_rates, bench_iterations
+
+    cores = int(machine_description()["cores"])
+    counts = (1, 2, cores) if cores > 2 else (1, 2)
+    r = bench_env_rates(ANT, steps=10 if quick else 150, repeats=2 if quick else 7, workers=counts)
+    rates, vs = r["rates"], r["vs_in_process"]
+
+    def row(label: str, case: str, processes: int | None) -> list[str]:
+        free = (
+            [f"{rates[case] / rates[f'free_{kind}_{processes}']:.2f}" for kind in ("env", "raw")] if processes else []
+        )
+        return [label, f"{rates[case]:,.0f}", f"{vs[case]:.2f}", *(free or ["", ""])]
+
+    rows = [row("envs in the trainer (`task.num_workers=0`)", "in_process", 1)]
+    rows += [row(f"`task.num_workers={w}`", f"workers_{w}", w) for w in counts]
+    rows.append(row(f"gymnasium AsyncVectorEnv ({r['num_envs']} processes)", "async_vector_env", None))
+    for w in counts:
+        rows.append(row(f"free `env.step()` (SafeStep), {w} process(es), no sync", f"free_env_{w}", None))
+        rows.append(row(f"free raw PyBullet stepping, {w} process(es)", f"free_raw_{w}", None))
+    header = ["16 Ant envs", "env-steps/s (median)", "vs in the trainer", "vs free env.step, same processes",
+              "vs raw stepping, same processes"]  # fmt: skip
+    it = bench_iterations(ANT, iterations=1 if quick else 3, repeats=2 if quick else 5, workers=2)
+    secs, speedup = it["seconds_per_iteration"], it["speedup"]
+    labels = {"in_process": "envs in the trainer, 1 torch thread", "workers_2": "2 workers, 1 torch thread",
+              "workers_2_2_threads": "2 workers, 2 torch threads"}  # fmt: skip
+    it_rows = [[labels[name], f"{secs[name] * 1e3:.0f} ms", f"{speedup[name]:.2f}"] for name in secs]
+    note = (
+        f"{r['steps']} vector steps ({r['steps'] * r['num_envs']:,} env steps) per measurement, {r['repeats']} "
+        "interleaved rounds, every env in SafeStep with the defaults. Free stepping: each process steps its share of "
+        "the envs round-robin with no synchronisation at all (`env.step()`, or the task's `raw_step`: torques and "
+        f"`stepSimulation` only). Training iterations: {it['num_envs']} envs x {it['steps_per_env']} steps and the "
+        f"PPO update, {it['repeats']} alternating blocks of {it['iterations_per_block']} iterations."
+    )
+    return (
+        _table(header, rows)
+        + "\n\n"
+        + _table(["training iteration", "wall per iteration (median)", "speed-up vs the trainer"], it_rows)
+        + "\n\n"
+        + note
+    )
+
+
 #: Training budget of the preset comparison: 1300 x 16 envs x 24 steps = 499,200 env steps per run.
 PRESET_ITERATIONS = 1300
 
@@ -180,6 +225,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "guard": section_guard,
     "checkpoint": section_checkpoint,
     "presets": section_presets,
+    "workers": section_workers,
 }
 #: Sections run when --only is not given (presets takes tens of minutes: ask for it by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
