@@ -221,6 +221,18 @@ def send_error(conn: Connection, err: BaseException) -> None:
         conn.send_bytes(payload)
 
 
+def bootstrap(conn: Connection) -> None:
+    """Read :func:`worker_main`'s arguments from the pipe and run it; arguments that cannot be unpickled here (a
+    factory or an env class defined in the trainer's main script) are an error for the trainer, not a crash."""
+    try:
+        args = pickle.loads(conn.recv_bytes())
+    except BaseException as err:
+        send_error(conn, err)
+        conn.close()
+        return
+    worker_main(conn, *args)
+
+
 def worker_main(
     conn: Connection,
     shared_fd: int,

@@ -12,7 +12,7 @@ trainer's main script again (CPython 3.11's fork server never receives the main 
 restart, against 0.5 s and 44 MiB for the bridge and the Ant alone.
 
 Each worker runs in its own session, so a Ctrl-C in the terminal reaches the trainer only, which then closes its
-workers. A worker's death shows at once: its end of the socket closes (EOF) and, on Linux, its pidfd turns readable.
+workers. A worker's death shows at once: the kernel closes its end of the socket, and the trainer reads EOF.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 
 from robo_safe_rl.bridge.worker_loop import CLOSE
 from robo_safe_rl.bridge.worker_shared import Layout, SharedArrays
@@ -34,15 +34,15 @@ from robo_safe_rl.bridge.worker_shared import Layout, SharedArrays
 #: Seconds a worker gets to exit after ``close`` (or to be reaped after its death) before it is killed.
 CLOSE_TIMEOUT_S = 5.0
 
-#: The worker's first lines: the trainer's import path, then :func:`~robo_safe_rl.bridge.worker_loop.worker_main`
-#: with the arguments of the second message (their classes are importable only once the path is set).
+#: The worker's first lines: the trainer's import path, then :func:`~robo_safe_rl.bridge.worker_loop.bootstrap`, which
+#: reads the arguments of the second message (their classes are importable only once the path is set).
 BOOTSTRAP = (
     "import sys\n"
     "from multiprocessing.connection import Connection\n"
     "conn = Connection(int(sys.argv[1]))\n"
     "sys.path[:] = conn.recv()\n"
-    "from robo_safe_rl.bridge.worker_loop import worker_main\n"
-    "worker_main(conn, *conn.recv())\n"
+    "from robo_safe_rl.bridge.worker_loop import bootstrap\n"
+    "bootstrap(conn)\n"
 )
 
 #: The workers step one env at a time: a thread pool of BLAS or OpenMP per worker would only take memory and cores.
@@ -92,21 +92,17 @@ class Death:
 
 @dataclass
 class WorkerHandle:
-    """One worker: its process, its pipe (and pidfd), the batch rows it hosts, its crash history."""
+    """One worker: its process, its pipe, the batch rows it hosts, its crash history."""
 
     rows: range
     process: subprocess.Popen
     conn: Connection
-    pidfd: int | None = None
     crashes_in_a_row: int = 0
     restarts: int = 0
 
     def release(self) -> None:
-        """Close the trainer's ends (pipe, pidfd)."""
+        """Close the trainer's end of the pipe."""
         self.conn.close()
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
 
 
 @dataclass
@@ -141,14 +137,8 @@ class WorkerPool:
                 start_new_session=True,
             )
         conn = Connection(ours.detach())
-        pidfd = None
-        if hasattr(os, "pidfd_open"):
-            with contextlib.suppress(OSError):
-                pidfd = os.pidfd_open(process.pid)
         old = self.handles.get(k)
-        handle = WorkerHandle(
-            rows, process, conn, pidfd, old.crashes_in_a_row if old else 0, old.restarts if old else 0
-        )
+        handle = WorkerHandle(rows, process, conn, old.crashes_in_a_row if old else 0, old.restarts if old else 0)
         self.handles[k] = handle
         self.send(k, pickle.dumps(list(sys.path)))
         self.send(k, pickle.dumps((self.shared_fd, *args)))
@@ -162,34 +152,26 @@ class WorkerPool:
     def collect(self, ks: list[int]) -> tuple[dict[int, bytes], dict[int, Death]]:
         """Wait for one reply from each worker in ``ks``, at most ``timeout_s`` in all.
 
+        The workers run at the same time, so reading them in turn costs the slowest one's time, with one wait per
+        worker (a wait on all of them at once, repeated as replies arrive, would cost the square of their number).
+
         Returns:
-            The replies, and the workers that died (seen at once: EOF on the pipe, the pidfd) or did not answer in
-            time (killed), with how they ended.
+            The replies, and the workers that died (EOF on the pipe) or did not answer in time (then killed), with
+            how they ended.
         """
         deadline = time.monotonic() + self.timeout_s
-        waiting = {self.handles[k].conn: k for k in ks}
         replies: dict[int, bytes] = {}
         dead: dict[int, Death] = {}
-        while waiting:
-            remaining = deadline - time.monotonic()
-            pidfds = {self.handles[k].pidfd: k for k in waiting.values() if self.handles[k].pidfd is not None}
-            ready = wait([*waiting, *pidfds], timeout=remaining) if remaining > 0 else []
-            if not ready:
-                for k in waiting.values():
-                    dead[k] = self.kill(k, hung=True)
-                break
-            # Replies first: a worker may have answered and then died; its answer counts.
-            for obj in sorted(ready, key=lambda o: not isinstance(o, Connection)):
-                k = waiting.get(obj) if isinstance(obj, Connection) else pidfds[obj]
-                if k is None or k in replies or k in dead:
+        for k in ks:
+            conn = self.handles[k].conn
+            try:
+                if conn.poll(max(deadline - time.monotonic(), 0.0)):
+                    replies[k] = conn.recv_bytes()
                     continue
-                conn = self.handles[k].conn
-                del waiting[conn]
-                with contextlib.suppress(EOFError, OSError):
-                    if isinstance(obj, Connection) or conn.poll(0):
-                        replies[k] = conn.recv_bytes()
-                        continue
-                dead[k] = self.kill(k, hung=False)
+                hung = True
+            except (EOFError, OSError):
+                hung = False
+            dead[k] = self.kill(k, hung=hung)
         return replies, dead
 
     def kill(self, k: int, hung: bool) -> Death:

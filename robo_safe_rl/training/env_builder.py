@@ -198,6 +198,13 @@ def build_vec_env(
     cpus, pin = rank_cpus()
     workers = resolve_num_workers(cfg.task.num_workers, cfg.task.num_envs, len(cpus))
     batch: EnvBatch
+    entry = factory.spec.entry_point
+    if workers and not isinstance(entry, str) and getattr(entry, "__module__", None) == "__main__":
+        raise ConfigError(
+            f"invalid config value task.num_workers={cfg.task.num_workers!r}: {workers} env workers cannot build "
+            f"{cfg.task.env_id}, whose entry point {getattr(entry, '__qualname__', entry)} is defined in the main "
+            "script (workers do not run it); register the task from an importable module, or set task.num_workers=0"
+        )
     if workers:
         step = cfg.safety.step
         caps = Caps(Path(incidents_dir), step.max_incidents, int(step.max_incident_mb * 2**20)) if recording else None

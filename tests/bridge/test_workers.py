@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from worker_helpers import alive, spec
+from worker_helpers import PointMass, alive, spec
 
 from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.incidents import load_incident_arrays, read_incidents
@@ -24,7 +26,7 @@ from robo_safe_rl.bridge.worker_pool import WorkerTraceback, rank_cpus, resolve_
 from robo_safe_rl.bridge.workers import WorkerEnvBatch
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 from robo_safe_rl.config.schema import SafetyConfig, TaskConfig, TrainConfig
-from robo_safe_rl.errors import WorkerCrashError
+from robo_safe_rl.errors import ConfigError, WorkerCrashError
 from robo_safe_rl.training.env_builder import build_vec_env
 
 PENALTY = SafeStepConfig().penalty
@@ -247,3 +249,29 @@ def test_each_torchrun_rank_gets_its_share_of_the_cores(monkeypatch: pytest.Monk
     assert rank_cpus() == ([1], True)  # more ranks than cores: they share
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     assert rank_cpus() == (list(range(8)), False)
+
+
+def test_a_task_defined_in_the_main_script_is_refused_with_workers(tmp_path: Path) -> None:
+    # As a script that defines its env class and registers the class itself would: workers cannot import it.
+    script_env = type("ScriptEnv", (PointMass,), {"__module__": "__main__"})
+    gym.register("WorkerTest/Script-v0", entry_point=script_env, max_episode_steps=50)
+    try:
+        cfg = TrainConfig(
+            task=TaskConfig(name="s", env_id="WorkerTest/Script-v0", num_workers=2), run_dir=str(tmp_path)
+        )
+        with pytest.raises(ConfigError, match=r"task.num_workers=2: 2 env workers cannot build WorkerTest/Script-v0"):
+            build_vec_env(cfg, str(tmp_path))
+        cfg.task.num_workers = 0
+        build_vec_env(cfg, str(tmp_path)).close()
+    finally:
+        del gym.registry["WorkerTest/Script-v0"]
+
+
+def test_arguments_a_worker_cannot_unpickle_are_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The class pickles here, where the main script defines it, and not in a worker, which does not run that script.
+    script_env = type("ScriptEnv", (PointMass,), {"__module__": "__main__", "__qualname__": "ScriptEnv"})
+    monkeypatch.setattr(sys.modules["__main__"], "ScriptEnv", script_env, raising=False)
+    factory = TaskEnvFactory(gym.envs.registration.EnvSpec("WorkerTest/Script-v0", entry_point=script_env))
+    with pytest.raises(AttributeError, match="ScriptEnv") as caught:
+        WorkerEnvBatch(factory, [0, 1], 2, max_crashes=1)
+    assert isinstance(caught.value.__cause__, WorkerTraceback)
