@@ -122,3 +122,20 @@ def test_workers_leave_when_their_trainer_is_killed(tmp_path: Path) -> None:
     trainer.kill()  # no finally, no atexit: the workers must notice on their own
     trainer.wait(60)
     wait_until(lambda: not any(alive(pid) for pid in workers), 30, "the orphaned workers to exit")
+
+
+@pytest.mark.slow
+def test_under_torchrun_each_rank_has_its_workers_and_incident_parts(tmp_path: Path) -> None:
+    run_dir = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "tools/train.py",
+           "device=cpu", "task.num_envs=2", "task.num_workers=1", "runner.num_steps_per_env=8",
+           "runner.max_iterations=2", "faults.env.obs_nonfinite=0.2", f"run_dir={run_dir}"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    injected = summary["faults_injected"]["obs_nonfinite"]
+    # Both ranks' workers inject and catch: the counters are summed over ranks, the records are in each rank's part.
+    assert injected == summary["safety"]["nonfinite_obs"] > 0
+    parts = {d: len(read_incidents(run_dir / d)) for d in ("incidents_worker0", "incidents_rank1_worker0")}
+    assert all(parts.values()) and sum(parts.values()) == injected
+    assert len(resolve(str(run_dir)).incidents) == injected
