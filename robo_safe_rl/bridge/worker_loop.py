@@ -1,11 +1,11 @@
-"""The inside of an env worker process: its envs, the shared-memory arrays, and the loop that steps them.
+"""The inside of an env worker process: its envs, its incident records and logs, and the loop that steps them.
 
 :class:`~robo_safe_rl.bridge.workers.WorkerEnvBatch` starts one process per worker; after the trainer's import path,
 it receives the arguments of :func:`worker_main`. The worker builds its envs from a picklable factory (nothing but
 the factory and small messages crosses the pipe), says what they are, attaches to the batch's shared memory, and
 then waits for one message per step. A step is one byte each way; actions come from, and observations, rewards,
-terminated / truncated flags and counters go to, the shared arrays (:class:`SharedArrays`): nothing is pickled per
-step.
+terminated / truncated flags and counters go to, the shared arrays
+(:class:`~robo_safe_rl.bridge.worker_shared.SharedArrays`): nothing is pickled per step.
 
 Messages (trainer to worker): ``b"s"`` step; ``b"c"`` close; pickled ``("attach", layout, first_row)`` (map the
 shared file, sized by now) and ``("reset", seeds)``. Replies: ``b"k"`` done; pickled ``("done", None, records)``

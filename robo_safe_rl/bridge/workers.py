@@ -132,8 +132,10 @@ class WorkerEnvBatch:
 
     def safety_counters(self) -> dict[str, int]:
         """SafeStep's counters summed over all envs (across restarts), and ``worker_crashes`` / ``worker_restarts``."""
-        totals = self._arrays.counters.sum(axis=0).tolist()
-        return {**dict(zip(COUNTER_NAMES, totals, strict=True)), **self.counters}
+        totals = dict(zip(COUNTER_NAMES, self._arrays.counters.sum(axis=0).tolist(), strict=True))
+        if self.recorder is not None:  # crash records the trainer's part could not keep
+            totals["incidents_dropped"] += self.recorder.dropped
+        return {**totals, **self.counters}
 
     def faults_injected(self) -> dict[str, int]:
         """Injected faults per kind armed in some env, summed over all envs (across restarts)."""
