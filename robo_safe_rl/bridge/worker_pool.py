@@ -33,6 +33,9 @@ from robo_safe_rl.bridge.worker_shared import Layout, SharedArrays
 
 #: Seconds a worker gets to exit after ``close`` (or to be reaped after its death) before it is killed.
 CLOSE_TIMEOUT_S = 5.0
+#: Seconds a worker gets at least to start (a fresh interpreter, its imports, its envs built and reset): on a loaded
+#: machine that takes far longer than a step, and it is no hang.
+START_TIMEOUT_S = 120.0
 
 #: The worker's first lines: the trainer's import path, then :func:`~robo_safe_rl.bridge.worker_loop.bootstrap`, which
 #: reads the arguments of the second message (their classes are importable only once the path is set).
@@ -149,8 +152,9 @@ class WorkerPool:
         with contextlib.suppress(OSError):
             self.handles[k].conn.send_bytes(payload)
 
-    def collect(self, ks: list[int]) -> tuple[dict[int, bytes], dict[int, Death]]:
-        """Wait for one reply from each worker in ``ks``, at most ``timeout_s`` in all.
+    def collect(self, ks: list[int], starting: bool = False) -> tuple[dict[int, bytes], dict[int, Death]]:
+        """Wait for one reply from each worker in ``ks``, at most ``timeout_s`` in all (at least
+        :data:`START_TIMEOUT_S` when ``starting``: the workers are being started, attached or reset).
 
         The workers run at the same time, so reading them in turn costs the slowest one's time, with one wait per
         worker (a wait on all of them at once, repeated as replies arrive, would cost the square of their number).
@@ -159,7 +163,8 @@ class WorkerPool:
             The replies, and the workers that died (EOF on the pipe) or did not answer in time (then killed), with
             how they ended.
         """
-        deadline = time.monotonic() + self.timeout_s
+        timeout = max(self.timeout_s, START_TIMEOUT_S) if starting else self.timeout_s
+        deadline = time.monotonic() + timeout
         replies: dict[int, bytes] = {}
         dead: dict[int, Death] = {}
         for k in ks:
@@ -171,13 +176,14 @@ class WorkerPool:
                 hung = True
             except (EOFError, OSError):
                 hung = False
-            dead[k] = self.kill(k, hung=hung)
+            dead[k] = self.kill(k, hung_s=timeout if hung else None)
         return replies, dead
 
-    def kill(self, k: int, hung: bool) -> Death:
-        """Make sure worker ``k`` is gone (reaped, killed if needed) and say how it ended."""
+    def kill(self, k: int, hung_s: float | None) -> Death:
+        """Make sure worker ``k`` is gone (reaped, killed if needed) and say how it ended (``hung_s``: the time it
+        did not answer in, when it is killed for that)."""
         handle = self.handles[k]
-        if hung:
+        if hung_s is not None:
             handle.process.kill()
         try:
             handle.process.wait(CLOSE_TIMEOUT_S)
@@ -186,7 +192,7 @@ class WorkerPool:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 handle.process.wait(CLOSE_TIMEOUT_S)
         handle.release()
-        return Death.of(handle.process, self.timeout_s if hung else None)
+        return Death.of(handle.process, hung_s)
 
     def shutdown(self) -> None:
         """Ask every worker to close, kill those that do not within :data:`CLOSE_TIMEOUT_S`, free the shared

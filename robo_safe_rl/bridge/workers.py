@@ -11,8 +11,8 @@ Why processes: PyBullet's ``stepSimulation`` holds the GIL, so threads step no f
 one process per env (gymnasium's ``AsyncVectorEnv``): one process per core is the most that can step at once; more
 only add context switches, a pickled observation per env per step, and about 28 MiB per PyBullet client.
 
-A worker that dies (a signal: segfault, OOM kill, PyBullet's abort) is seen in the step where it happens, through its
-process sentinel; one that does not answer within ``timeout_s`` is killed and treated the same. It is started again,
+A worker that dies (a signal: segfault, OOM kill, PyBullet's abort) is seen in the step where it happens: its pipe
+reads EOF. One that does not answer a step within ``timeout_s`` is killed and treated the same. It is started again,
 its envs reset (with seeds derived from the run's), and their transitions end as ``terminated`` with the SafeStep
 penalty. One ``worker_crash`` incident is recorded per env, with the exit signal or code; ``worker_crashes`` and
 ``worker_restarts`` count. A worker that crashes ``max_crashes`` times in a row (no step completed in between)
@@ -53,7 +53,8 @@ class WorkerEnvBatch:
         num_workers: Worker processes (at most one per env).
         caps: Incident folder and caps of the rank; ``None`` records no incident.
         penalty: Reward of a transition ended by a worker crash (SafeStep's penalty).
-        timeout_s: Seconds a worker may take to answer (a step, building its envs) before it is treated as dead.
+        timeout_s: Seconds a worker may take to answer a step before it is treated as dead (its start, attach and
+            reset get at least :data:`~robo_safe_rl.bridge.worker_pool.START_TIMEOUT_S`).
         max_crashes: Crashes in a row of one worker that stop the run.
         cpus: Cores the workers run on (the rank's share under torchrun); ``None`` leaves the affinity alone.
 
@@ -167,7 +168,7 @@ class WorkerEnvBatch:
         for k in pending:
             self._launch(k)
         while pending:
-            replies, dead = self._pool.collect(pending)
+            replies, dead = self._pool.collect(pending, starting=True)
             infos.update({k: self._ready(reply) for k, reply in replies.items()})
             for k, death in dead.items():
                 self._crashed(k, death, "while starting")
@@ -201,7 +202,7 @@ class WorkerEnvBatch:
         """
         for k in self._pool.handles:
             self._pool.send(k, STEP if command is None else pickle.dumps(command(k)))
-        replies, dead = self._pool.collect(sorted(self._pool.handles))
+        replies, dead = self._pool.collect(sorted(self._pool.handles), starting=command is not None)
         for reply in replies.values():
             if reply != DONE:
                 _unpack(reply)
@@ -254,7 +255,7 @@ class WorkerEnvBatch:
         for command in (None, attach, ("reset", seeds)):
             if command is not None:
                 self._pool.send(k, pickle.dumps(command))
-            replies, dead = self._pool.collect([k])
+            replies, dead = self._pool.collect([k], starting=True)
             if k in dead:
                 return dead[k]
             if command is None:

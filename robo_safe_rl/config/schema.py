@@ -39,8 +39,8 @@ class TaskConfig:
     ``os.sched_getaffinity`` under torchrun), at most ``num_envs``, and ``0`` when that is fewer than 2.
     In [0, 1024]."""
     worker_timeout_s: float = 60.0
-    """Seconds a worker may take to answer (one step, or building its envs) before it is treated as dead and killed.
-    In [1, 86400]."""
+    """Seconds a worker may take to answer a step before it is treated as dead and killed (starting a worker, which
+    builds its envs, may take 120 s or this, whichever is longer). In [1, 86400]."""
     max_worker_crashes: int = 3
     """Crashes in a row of one worker (no step completed in between) that stop the run with exit 1; a single crash
     is survived: the worker is started again and its envs' transitions end as terminated. In [1, 1000]."""

@@ -24,7 +24,7 @@ from robo_safe_rl.errors import IncidentError
 from robo_safe_rl.safety.incident_kinds import IncidentKind
 
 PHASES: tuple[str, ...] = ("step", "reset", "observe")
-SOURCES: tuple[str, ...] = ("safe_step", "tensor_guard")
+SOURCES: tuple[str, ...] = ("safe_step", "tensor_guard", "env_worker")  # env_worker: a worker crash (bridge.workers)
 #: The lists of json floats that describe the action; each holds one value per component when present.
 ACTION_FIELDS: tuple[str, ...] = ("raw_action", "action", "action_low", "action_high")
 _NONFINITE_STRINGS = frozenset({"nan", "inf", "-inf"})

@@ -260,9 +260,9 @@ def test_a_task_defined_in_the_main_script_is_refused_with_workers(tmp_path: Pat
             task=TaskConfig(name="s", env_id="WorkerTest/Script-v0", num_workers=2), run_dir=str(tmp_path)
         )
         with pytest.raises(ConfigError, match=r"task.num_workers=2: 2 env workers cannot build WorkerTest/Script-v0"):
-            build_vec_env(cfg, str(tmp_path))
+            build_vec_env(cfg, incidents_dir=None)
         cfg.task.num_workers = 0
-        build_vec_env(cfg, str(tmp_path)).close()
+        build_vec_env(cfg, incidents_dir=None).close()
     finally:
         del gym.registry["WorkerTest/Script-v0"]
 

@@ -107,9 +107,10 @@ def start_training(run_dir: Path) -> tuple[subprocess.Popen, list[int]]:
     return trainer, workers
 
 
-def test_sigint_stops_the_trainer_and_its_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
+def test_a_signal_stops_the_trainer_and_its_workers(tmp_path: Path, signum: signal.Signals) -> None:
     trainer, workers = start_training(tmp_path / "run")
-    trainer.send_signal(signal.SIGINT)
+    trainer.send_signal(signum)
     trainer.wait(120)
     wait_until(lambda: not any(alive(pid) for pid in workers), 30, "the workers to exit")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
