@@ -82,7 +82,7 @@ _REAL_KINDS = "biuf"
 #: Every counter of :attr:`SafeStep.counters`, in the order the adapter logs them.
 COUNTER_NAMES: tuple[str, ...] = (
     "actions_sanitised",
-    *COUNTER_OF_KIND.values(),
+    *(name for kind, name in COUNTER_OF_KIND.items() if kind is not IncidentKind.worker_crash),  # the workers count it
     "recoveries",
     "env_rebuilds",
     "incidents_dropped",

@@ -91,6 +91,11 @@ class PartRecorder:
         if Path(spec.directory).exists():  # a resumed run: fail now if its records cannot be read
             self._open()
 
+    @property
+    def directory(self) -> Path:
+        """The folder of this worker's part (made on the first record)."""
+        return Path(self.spec.directory)
+
     def _open(self) -> IncidentRecorder:
         if self._recorder is None:
             self._recorder = IncidentRecorder(self.spec.directory, self.spec.max_records, self.spec.max_bytes)

@@ -32,8 +32,8 @@ class IncidentKind(str, Enum):
     implausible_reward = "implausible_reward"
     """The reward was finite but beyond the task's plausible bound (``reward_bound``, ``safety.step.reward_bound``)."""
     worker_crash = "worker_crash"
-    """The worker process hosting the env died or hung: one record per env it hosted, written by the trainer (the
-    counter ``worker_crashes`` counts the deaths, so this kind has no entry in :data:`COUNTER_OF_KIND`)."""
+    """The worker process hosting the env died or hung: one record per env it hosted, written by the trainer (its
+    counter, ``worker_crashes``, counts the deaths)."""
 
 
 #: The counter (``Safety/<name>`` in TensorBoard, ``summary.json``'s ``safety``) that counts each kind of incident.
@@ -45,6 +45,7 @@ COUNTER_OF_KIND: dict[IncidentKind, str] = {
     IncidentKind.nonfinite_obs: "nonfinite_obs",
     IncidentKind.nonfinite_reward: "nonfinite_rewards",
     IncidentKind.implausible_reward: "implausible_rewards",
+    IncidentKind.worker_crash: "worker_crashes",  # per worker death, counted by the env workers, not SafeStep
 }
 
 #: Kinds in which the simulated state itself went wrong (a blow-up), as opposed to what the env returned.

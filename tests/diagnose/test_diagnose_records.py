@@ -58,7 +58,10 @@ FIELDS = {
     "state_key_path": (_set(sim_state_keys=["../x"]), "field 'sim_state_keys': expected a list of names, got"),
     "extra_list": (_set(extra=[]), "field 'extra': expected an object, got []"),
     "exception_number": (_set(exception=3), "field 'exception': expected a string or null, got 3"),
-    "source_unknown": (_set(source="me"), "field 'source': expected one of safe_step, tensor_guard, got 'me'"),
+    "source_unknown": (
+        _set(source="me"),
+        "field 'source': expected one of safe_step, tensor_guard, env_worker, got 'me'",
+    ),
     "env_id_number": (_set(env_id=7), "field 'env_id': expected a string or null, got 7"),
     "env_id_module": (_set(env_id="os:system"), "field 'env_id': 'os:system' names a module to import"),
     "arrays_parent": (_set(arrays="../../x.npz"), "field 'arrays': expected the name of an .npz file in the incidents"),
