@@ -7,18 +7,37 @@ diagnose's reports. NaN and both infinities count alike (``isfinite``, never ``i
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-#: Floating dtypes whose min/max and finite checks run natively; other ones (float8) are widened to float32.
-NATIVE_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where a tensor is handled, not here: the env side (SafeStep, incident records, the env workers'
+# processes) uses the numpy helpers only, and importing torch costs a worker process about 1 s and 190 MiB.
+
+
+@functools.cache
+def _native_float_dtypes() -> tuple[torch.dtype, ...]:
+    import torch
+
+    return (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def __getattr__(name: str) -> Any:
+    # NATIVE_FLOAT_DTYPES: floating dtypes whose min/max and finite checks run natively; other ones (float8) are
+    # widened to float32. Built on first use (PEP 562), so that importing this module does not import torch.
+    if name == "NATIVE_FLOAT_DTYPES":
+        return _native_float_dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def all_finite(x: np.ndarray) -> bool:
@@ -37,7 +56,8 @@ def all_finite(x: np.ndarray) -> bool:
 def describe_nonfinite(x: np.ndarray | torch.Tensor | float, max_items: int = 6) -> str:
     """One line saying where the non-finite elements of ``x`` are, e.g. ``"2 of 28 elements non-finite: [3]=nan,
     [17]=-inf"``; flat indices, the first ``max_items`` only. Returns ``"all finite"`` when there are none."""
-    if isinstance(x, torch.Tensor):
+    torch = sys.modules.get("torch")  # a tensor exists only where torch is imported
+    if torch is not None and isinstance(x, torch.Tensor):
         t = x.detach()
         x = (torch.view_as_real(t) if t.is_complex() else t).to("cpu", torch.float64).numpy()
     flat = np.asarray(x, dtype=np.float64).reshape(-1)
@@ -72,6 +92,8 @@ def walk_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor
 
 
 def _walk(obj: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, torch.Tensor]]:
+    import torch
+
     if isinstance(obj, torch.Tensor):
         yield prefix, obj
         return
@@ -94,12 +116,14 @@ def all_finite_flag(tensor: torch.Tensor) -> torch.Tensor:
     No host synchronisation happens here, so flags of many tensors can be stacked and read at once. Integer and bool
     tensors are always finite.
     """
+    import torch
+
     t = tensor.detach()
     if t.numel() == 0 or not (t.is_floating_point() or t.is_complex()):
         return torch.ones((), dtype=torch.bool, device=t.device)
     if t.is_complex():
         t = torch.view_as_real(t)
-    if t.dtype not in NATIVE_FLOAT_DTYPES:
+    if t.dtype not in _native_float_dtypes():
         t = t.float()
     # min/max propagate NaN and reach ±Inf: finite extremes mean a finite tensor. One reduction pass, and on a CPU
     # about twenty times faster than isfinite(t).all(), which materialises a mask first.
@@ -119,6 +143,8 @@ def find_nonfinite(obj: Any) -> list[tuple[str, torch.Tensor]]:
     Returns:
         ``(name, tensor)`` of every tensor with a non-finite element, in walk order; empty when all are finite.
     """
+    import torch
+
     named = [(name, t) for name, t in walk_tensors(obj) if t.is_floating_point() or t.is_complex()]
     by_device: dict[torch.device, list[int]] = defaultdict(list)
     for index, (_, t) in enumerate(named):
