@@ -36,8 +36,8 @@ class TaskConfig:
     num_workers: int | None = None
     """Worker processes that host the envs and step them in parallel, a block of envs each; ``0`` steps every env in
     the training process. ``None`` (the default): one per CPU core available to this rank (its share of
-    ``os.sched_getaffinity`` under torchrun), at most ``num_envs``, and ``0`` when that is fewer than 2.
-    In [0, 1024]."""
+    ``os.sched_getaffinity`` under torchrun), with 4 envs each at least, and ``0`` when that makes fewer than 2
+    (16 envs on 2 cores: 2 workers; 4 envs: none). In [0, 1024]."""
     worker_timeout_s: float = 60.0
     """Seconds a worker may take to answer a step before it is treated as dead and killed (starting a worker, which
     builds its envs, may take 120 s or this, whichever is longer). In [1, 86400]."""

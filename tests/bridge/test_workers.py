@@ -229,9 +229,10 @@ def test_an_exception_in_a_worker_is_raised_in_the_trainer(run_dir: Path) -> Non
 
 def test_worker_counts() -> None:
     assert resolve_num_workers(None, num_envs=16, cores=2) == 2
-    assert resolve_num_workers(None, num_envs=16, cores=64) == 16  # never more workers than envs
+    assert resolve_num_workers(None, num_envs=16, cores=64) == 4  # 4 envs per worker at least
+    assert resolve_num_workers(None, num_envs=1024, cores=64) == 64
     assert resolve_num_workers(None, num_envs=16, cores=1) == 0  # one core: the envs stay in the trainer
-    assert resolve_num_workers(None, num_envs=1, cores=8) == 0
+    assert resolve_num_workers(None, num_envs=4, cores=8) == 0  # one worker would only add a hand-over
     assert resolve_num_workers(0, num_envs=16, cores=8) == 0
     assert resolve_num_workers(4, num_envs=3, cores=1) == 3
     assert split_rows(5, 2) == [range(0, 3), range(3, 5)]
