@@ -184,7 +184,7 @@ def bench_iterations(
                 run_dir=f"{tmp}/{name}",
             )
             torch.manual_seed(cfg.seed)
-            env = build_vec_env(cfg, cfg.run_dir)
+            env = build_vec_env(cfg, incidents_dir=None)
             runners[name] = SafeRunner(env, build_rsl_rl_cfg(cfg, cfg.run_dir), None, "cpu", cfg.safety.recovery)
         wall: dict[str, list[float]] = {name: [] for name in variants}
         try:
