@@ -17,6 +17,7 @@ Hydra's own job log file is switched off in ``configs/train.yaml``, so ``tools/t
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import re
@@ -32,25 +33,58 @@ RECORD_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 _CONTROL = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
 
 
+class _FileHandler(logging.FileHandler):
+    """A file handler that, when the file cannot be written (a full disk), says so once and stops, instead of
+    printing logging's error report with a traceback for every record."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, mode="a", encoding="utf-8")
+        self.failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.failed = True
+        sys.stderr.write(f"train: {self.baseFilename} is no longer written: {sys.exc_info()[1]}\n")
+
+
+class _File:
+    """The log file, written through the file handler's stream and lock: records and printed text reach it in the
+    order they were made. A write that fails (a full disk) stops the file, not the run, which reports what it could not
+    save itself."""
+
+    def __init__(self, handler: _FileHandler, console: TextIO) -> None:
+        self.handler = handler
+        self._console = console
+
+    def write(self, text: str) -> None:
+        plain = _CONTROL.sub("", text)
+        if not plain or self.handler.failed:
+            return
+        self.handler.acquire()
+        try:
+            self.handler.stream.write(plain)
+            self.handler.stream.flush()
+        except OSError as err:
+            self.handler.failed = True
+            self._console.write(f"train: {self.handler.baseFilename} is no longer written: {err}\n")
+        finally:
+            self.handler.release()
+
+
 class _Tee(io.TextIOBase):
     """A text stream that writes to ``console`` unchanged and to the log's file without control codes."""
 
-    def __init__(self, console: TextIO, handler: logging.StreamHandler) -> None:
+    def __init__(self, console: TextIO, file: _File) -> None:
         super().__init__()
         self._console = console
-        self._handler = handler
+        self._file = file
 
     def write(self, text: str) -> int:
         written = self._console.write(text)
-        plain = _CONTROL.sub("", text)
-        if plain:
-            # The handler's lock and stream: records and printed text reach the file in the order they were made.
-            self._handler.acquire()
-            try:
-                self._handler.stream.write(plain)
-                self._handler.stream.flush()
-            finally:
-                self._handler.release()
+        self._file.write(text)
         return written if written is not None else len(text)
 
     def flush(self) -> None:
@@ -69,6 +103,10 @@ class _Tee(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
+    def __getattr__(self, name: str) -> object:
+        # What a text stream has beyond writing (``buffer``, ``errors``, ``mode``) is the console's.
+        return getattr(self._console, name)
+
 
 class RunLog:
     """Keep what a run shows in ``path`` while the context is open (module docstring).
@@ -80,14 +118,21 @@ class RunLog:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._handler: logging.FileHandler | None = None
+        self._file: _File | None = None
         self._console_handler: logging.Handler | None = None
-        self._streams: tuple[TextIO, TextIO] | None = None
+        self._streams: tuple[TextIO, TextIO] = (sys.stdout, sys.stderr)
         self._level = logging.NOTSET
 
     def __enter__(self) -> RunLog:
         if self.path is None:
             return self
+        try:
+            handler = _FileHandler(self.path)
+        except OSError as err:  # the run directory was just proven writable; should it not be, the run still runs
+            print(f"train: {self.path} not written: {err}", file=sys.stderr)
+            return self
+        handler.setFormatter(logging.Formatter(RECORD_FORMAT))
+        handler.setLevel(logging.INFO)
         root = logging.getLogger()
         if not root.handlers:
             # Without any handler, Python prints warnings on stderr (its last resort); with the file's handler alone it
@@ -95,32 +140,31 @@ class RunLog:
             self._console_handler = logging.StreamHandler(sys.stderr)
             self._console_handler.setLevel(logging.WARNING)
             root.addHandler(self._console_handler)
-        self._handler = logging.FileHandler(self.path, mode="a", encoding="utf-8")
-        self._handler.setFormatter(logging.Formatter(RECORD_FORMAT))
-        self._handler.setLevel(logging.INFO)
-        root.addHandler(self._handler)
+        root.addHandler(handler)
         self._level = root.level
         if root.getEffectiveLevel() > logging.INFO:
             root.setLevel(logging.INFO)
         self._streams = (sys.stdout, sys.stderr)
-        sys.stdout = _Tee(sys.stdout, self._handler)  # type: ignore[assignment]
-        sys.stderr = _Tee(sys.stderr, self._handler)  # type: ignore[assignment]
+        self._file = _File(handler, sys.stderr)
+        sys.stdout = _Tee(sys.stdout, self._file)  # type: ignore[assignment]
+        sys.stderr = _Tee(sys.stderr, self._file)  # type: ignore[assignment]
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        if self._handler is None or self._streams is None:
+        if self._file is None:
             return
         sys.stdout.flush()
         sys.stderr.flush()
         sys.stdout, sys.stderr = self._streams
         if error is not None and not isinstance(error, (SystemExit, KeyboardInterrupt)):
             # Python prints the traceback on the console once the exception leaves; the file gets it here.
-            self._handler.stream.write("".join(traceback.format_exception(kind, error, trace)))
+            self._file.write("".join(traceback.format_exception(kind, error, trace)))
         root = logging.getLogger()
-        root.removeHandler(self._handler)
-        self._handler.close()
+        root.removeHandler(self._file.handler)
+        with contextlib.suppress(OSError):  # what a full disk left in the buffer is lost, and was said to be
+            self._file.handler.close()
         if self._console_handler is not None:
             root.removeHandler(self._console_handler)
         root.setLevel(self._level)

@@ -145,3 +145,17 @@ def test_a_run_log_passes_text_on_unchanged_and_files_it_without_control_codes(
     assert captured.out == "\033[1m title \033[0m\nsecond\n" and captured.err == "to stderr\n"
     assert path.read_text(encoding="utf-8") == " title \nto stderr\nsecond\n"
     assert RunDir(tmp_path).train_log_path == path
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full, a file every write to fails")
+def test_a_log_file_that_cannot_be_written_stops_the_log_not_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    with RunLog(Path("/dev/full")):
+        print("iteration 0")
+        logging.getLogger("robo_safe_rl.test").info("a record")
+        print("iteration 1", file=sys.stderr)
+    captured = capsys.readouterr()
+    assert captured.out == "iteration 0\n"  # everything still reaches the console, once
+    assert captured.err.count("/dev/full is no longer written: [Errno 28] No space left on device") == 1
+    assert captured.err.endswith("iteration 1\n") and "Traceback" not in captured.err
