@@ -33,7 +33,7 @@ EXIT_MEANINGS = {
 }
 
 
-def banner(node: DictConfig, cfg: TrainConfig, device: str, checkpoint: Any = None) -> str:
+def banner(node: DictConfig, cfg: TrainConfig, device: str, checkpoint: Path | None = None) -> str:
     """The start banner: run directory, task, envs, device, preset, gradient-guard mode, seed, iterations.
 
     Args:
