@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny fault-injecting env, a run directory, an incident recorder, the Ant task id.
+"""Shared fixtures: a tiny fault-injecting env, a run directory, an incident recorder, the Ant task id, and commands
+run on a pseudo-terminal (``on_terminal``).
 
 The fault env (:class:`FaultEnv`, built through the ``make_fault_env`` fixture) is a point mass in the plane whose
 step can be told to go wrong at given steps, in the ways a physics engine goes wrong:
@@ -19,7 +20,12 @@ reset puts a finite state back, but every later step turns NaN again until ``reb
 from __future__ import annotations
 
 import math
+import os
+import pty
+import subprocess
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +205,49 @@ def ant_env_id() -> Iterator[str]:
     import robosafe_tasks  # noqa: F401  (registers the ids)
 
     yield "RoboSafe/Ant-v0"
+
+
+@dataclass
+class TerminalRun:
+    """A command run with its stderr on a pseudo-terminal: exit code, stdout (a pipe) and what the terminal got."""
+
+    returncode: int
+    stdout: str
+    terminal: str
+
+
+def run_on_terminal(command: list[str], cwd: Path, timeout: float = 300) -> TerminalRun:
+    """Run ``command`` with stderr on a new pseudo-terminal (as on a user's screen) and stdout on a pipe."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm-256color"}
+    env.pop("FORCE_COLOR", None)
+    with subprocess.Popen(
+        command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env
+    ) as p:
+        os.close(slave)
+        # The terminal must be read while the command runs: a full pty buffer would block its writes.
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=_drain, args=(master, chunks), daemon=True)
+        reader.start()
+        stdout = p.stdout.read() if p.stdout is not None else b""
+        p.wait(timeout=timeout)
+        reader.join(timeout=10)
+    os.close(master)
+    return TerminalRun(p.returncode, stdout.decode(), b"".join(chunks).decode(errors="replace"))
+
+
+def _drain(fd: int, chunks: list[bytes]) -> None:
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO once the last writer has closed the terminal
+            return
+        if not data:
+            return
+        chunks.append(data)
+
+
+@pytest.fixture
+def on_terminal() -> Callable[..., TerminalRun]:
+    """``on_terminal(command, cwd)``: :func:`run_on_terminal`."""
+    return run_on_terminal

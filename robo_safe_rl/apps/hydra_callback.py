@@ -1,7 +1,7 @@
 """The checks ``tools/train.py`` makes before Hydra touches the run directory.
 
-Hydra makes ``hydra.run.dir`` (the run directory), opens its log file there and writes its ``hydra/`` record before
-the task function runs. Checked only in the task function, an invalid value would leave an empty run directory
+Hydra makes ``hydra.run.dir`` (the run directory) and writes its ``hydra/`` record there before the task function
+runs. Checked only in the task function, an invalid value would leave an empty run directory
 behind, and a ``run_dir`` that already holds a run would get that run's Hydra record overwritten before being
 refused. ``configs/train.yaml`` registers :class:`CheckConfigFirst` as a Hydra callback: its ``on_run_start`` runs
 after composition and before any of that. The task function checks again (``robo_safe_rl.apps.train.train``), for

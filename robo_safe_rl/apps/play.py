@@ -24,6 +24,7 @@ import numpy as np
 from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.checkpoint.policy import load_policy
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
+from robo_safe_rl.progress import progress_bar
 from robo_safe_rl.rundir import CHECKPOINT_FILES, CONFIG_FILE, RunDir
 from robo_safe_rl.safety.finite import all_finite
 
@@ -51,9 +52,10 @@ def play(
     seed: int = 10_000,
     frames: Path | None = None,
     every: int = 10,
+    progress: bool = False,
 ) -> PlayResult:
     """Play ``episodes`` full episodes with the deterministic policy of ``path`` (a checkpoint or a run directory),
-    all envs stepped together.
+    all envs stepped together; with ``progress``, a bar on a terminal counts the steps of the longest episode.
 
     Raises:
         CheckpointError: If the policy cannot be rebuilt (see :func:`~robo_safe_rl.checkpoint.policy.load_policy`).
@@ -93,19 +95,26 @@ def play(
         frames.mkdir(parents=True, exist_ok=True)
     import matplotlib.pyplot as plt
 
+    limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
+    done = 0
     try:
-        while running.any():
-            actions = policy.act(obs)
-            if not all_finite(actions[running]):
-                bad_at = int(lengths.max())
-                break
-            for i in np.flatnonzero(running):
-                obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
-                returns[i] += reward
-                lengths[i] += 1
-                running[i] = not (terminated or truncated)
-            if frames is not None and running[0] and lengths[0] % every == 0:
-                plt.imsave(frames / f"frame_{lengths[0]:05d}.png", envs[0].render())
+        with progress_bar(f"play: 0/{episodes} episodes done", limit, enabled=progress) as bar:
+            while running.any():
+                actions = policy.act(obs)
+                if not all_finite(actions[running]):
+                    bad_at = int(lengths.max())
+                    break
+                for i in np.flatnonzero(running):
+                    obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
+                    returns[i] += reward
+                    lengths[i] += 1
+                    running[i] = not (terminated or truncated)
+                if frames is not None and running[0] and lengths[0] % every == 0:
+                    plt.imsave(frames / f"frame_{lengths[0]:05d}.png", envs[0].render())
+                bar.advance()
+                if episodes - int(running.sum()) != done:
+                    done = episodes - int(running.sum())
+                    bar.describe(f"play: {done}/{episodes} episodes done")
     finally:
         for env in envs:
             env.close()
@@ -126,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.episodes < 1 or args.every < 1:
             raise ConfigError(f"--episodes and --every must be >= 1, got {args.episodes} and {args.every}")
-        result = play(Path(args.path), args.task, args.episodes, args.seed, args.frames, args.every)
+        result = play(Path(args.path), args.task, args.episodes, args.seed, args.frames, args.every, progress=True)
     except (RoboSafeRLError, OSError) as err:
         print(f"play: {err}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ import os
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from robo_safe_rl.apps.banner import banner, final_line
 from robo_safe_rl.apps.interrupt import RunInterrupted, stop_on_signals
 from robo_safe_rl.apps.preflight import check_resume_layout, check_run_dir
 from robo_safe_rl.apps.resume import prepare_resume
+from robo_safe_rl.apps.run_log import RunLog
 from robo_safe_rl.apps.summary import build_summary, write_summary
 from robo_safe_rl.config.compose import compose, config_groups
 from robo_safe_rl.config.keys import check_node, check_overrides
@@ -114,15 +117,23 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Train PPO as configured and return the run summary (also written to ``run_dir/summary.json``).
+@dataclass(frozen=True)
+class RunStart:
+    """What the checks before a run settled: this process's rank, the device, the checkpoint a resume starts from,
+    and the run directory (made by rank 0)."""
 
-    Args:
-        cfg: The validated configuration.
-        resolved: The resolved config as plain data, written to ``run_dir/config.yaml``.
+    rank: int
+    device: str
+    checkpoint: Path | None
+    run_dir: RunDir
+
+
+def start_run(cfg: TrainConfig) -> RunStart:
+    """Check what only a run can check (device, task, resume checkpoint, a free run directory), then make the run
+    directory.
 
     Raises:
-        RoboSafeRLError: When the run is stopped by a safety error; ``summary.json`` is written first.
+        ConfigError: For any of them; nothing is made then.
     """
     rank = int(os.environ.get("RANK", "0"))
     device = resolve_device(cfg.device)
@@ -132,6 +143,22 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None) -> dict[str,
     run_dir.check_unused(cfg.resume)
     if rank == 0:
         check_run_dir(run_dir.root)
+    return RunStart(rank, device, checkpoint, run_dir)
+
+
+def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None, start: RunStart | None = None) -> dict[str, Any]:
+    """Train PPO as configured and return the run summary (also written to ``run_dir/summary.json``).
+
+    Args:
+        cfg: The validated configuration.
+        resolved: The resolved config as plain data, written to ``run_dir/config.yaml``.
+        start: What :func:`start_run` settled; it is called when ``None``.
+
+    Raises:
+        RoboSafeRLError: When the run is stopped by a safety error; ``summary.json`` is written first.
+    """
+    start = start if start is not None else start_run(cfg)
+    rank, device, checkpoint, run_dir = start.rank, start.device, start.checkpoint, start.run_dir
     # Every rank explores differently; rank 0's weights are broadcast to the others before the first update.
     seed_everything(cfg.seed + 1000 * rank)
     if cfg.torch_threads:  # on CPU, torch's threads compete with the envs (and their workers) for the cores
@@ -226,14 +253,47 @@ def run(node: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> int:
     except ConfigError as err:
         print(f"train: {err}", file=sys.stderr)
         return 2
+    with stop_on_signals():
+        try:
+            start = start_run(cfg)
+        except ConfigError as err:
+            print(f"train: {err}", file=sys.stderr)
+            if int(os.environ.get("RANK", "0")) == 0:
+                # Under tools/train.py, Hydra made the run directory and its record before these checks could run.
+                RunDir(cfg.run_dir).remove_unstarted()
+            return 2
+        except RunInterrupted as stop:  # while the task and the resume checkpoint are checked
+            print(f"train: {stop}; no summary written", file=sys.stderr)
+            return stop.exit_code
+        return _logged_run(node, cfg, resolved, start)
+
+
+def _logged_run(node: DictConfig, cfg: TrainConfig, resolved: dict[str, Any], start: RunStart) -> int:
+    """The run between its banner and its final line, all of it kept in ``train.log`` (rank 0's run directory); a
+    run directory that no run started in (a configuration only the runner could reject) is removed afterwards."""
+    code: int | None = None
+    with RunLog(start.run_dir.train_log_path if start.rank == 0 else None):
+        if start.rank == 0:
+            print(banner(node, cfg, start.device, start.checkpoint), flush=True)
+        try:
+            code = _train(cfg, resolved, start)
+        finally:
+            if start.rank == 0:
+                print(final_line(start.run_dir, code), flush=True)
+    if code == 2 and start.rank == 0:
+        start.run_dir.remove_unstarted()
+    return code
+
+
+def _train(cfg: TrainConfig, resolved: dict[str, Any], start: RunStart) -> int:
+    """Train, and turn the outcome into the exit code."""
     try:
-        with stop_on_signals():
-            summary = train(cfg, resolved)
+        summary = train(cfg, resolved, start)
     except ConfigError as err:
         print(f"train: {err}", file=sys.stderr)
         return 2
     except RunInterrupted as stop:
-        # A signal before the run started (while the task is checked) leaves no summary to point to.
+        # A signal before the run started (while the envs are built) leaves no summary to point to.
         written = RunDir(cfg.run_dir).summary_path.is_file()
         where = f"summary.json in {cfg.run_dir} (status stopped)" if written else "no summary written"
         print(f"train: {stop}; {where}", file=sys.stderr)

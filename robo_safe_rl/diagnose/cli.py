@@ -121,20 +121,21 @@ def main(argv: list[str] | None = None) -> int:
 def _diagnose(args: argparse.Namespace) -> DiagnoseReport:
     if args.checkpoint is not None and not args.checkpoint.is_file():
         raise CheckpointError(f"{args.checkpoint}: --checkpoint not found")
-    source = resolve(args.path)
+    source = resolve(args.path, progress=True)
     return diagnose_source(
         source,
         checkpoint=args.checkpoint,
         replay=ReplayMode(args.replay),
         steps_after=DEFAULT_STEPS_AFTER if args.steps is None else args.steps,
         write_scripts=not args.no_script,
+        progress=True,
     )
 
 
 def _vet(args: argparse.Namespace) -> DiagnoseReport:
     steps = DEFAULT_VET_STEPS if args.steps is None else args.steps
     with _quiet("robo_safe_rl.bridge"):  # SafeStep warns at every bad action; the report counts them instead
-        vet = vet_policy(args.policy, args.task, steps=steps, stochastic=args.stochastic, seed=args.seed)
+        vet = vet_policy(args.policy, args.task, steps=steps, stochastic=args.stochastic, seed=args.seed, progress=True)
     report = DiagnoseReport(path=str(args.policy), mode="policy", run_dir=vet.checkpoint.parent, vet=vet)
     report.notes.extend(vet.notes)
     return report

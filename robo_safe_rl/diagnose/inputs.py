@@ -34,6 +34,7 @@ from robo_safe_rl.diagnose.limits import DEFAULT_LIMITS, Limits
 from robo_safe_rl.diagnose.records import read_records
 from robo_safe_rl.diagnose.schema import check_array_headers, show
 from robo_safe_rl.errors import IncidentError
+from robo_safe_rl.progress import track
 from robo_safe_rl.rundir import CHECKPOINT_FILES, INCIDENTS_DIR, RUN_FILES, RunDir, is_run_file
 
 #: ``PATH#<id>``; more than 18 digits is no record id (and ``int()`` refuses more than 4,300).
@@ -91,8 +92,9 @@ class IncidentSource:
     selected_id: int | None = None
 
 
-def resolve(path_text: str, limits: Limits = DEFAULT_LIMITS) -> IncidentSource:
-    """Read the incidents a PATH names (forms in the module docstring), within ``limits``.
+def resolve(path_text: str, limits: Limits = DEFAULT_LIMITS, *, progress: bool = False) -> IncidentSource:
+    """Read the incidents a PATH names (forms in the module docstring), within ``limits``; with ``progress``, a bar on
+    a terminal counts the records read.
 
     Raises:
         IncidentError: If the path is missing, of an unknown kind, or any record or array file in it is unusable.
@@ -135,10 +137,10 @@ def resolve(path_text: str, limits: Limits = DEFAULT_LIMITS) -> IncidentSource:
                     f"{path}#{selected}: the run has no {INCIDENTS_DIR}/ folder to take record {selected} from"
                 )
             source.directories = directories[:1]
-        source.incidents = _read_all(source.directories, selected, limits)
+        source.incidents = _read_all(source.directories, selected, limits, progress)
         return source
     source = IncidentSource(path=path, run_dir=directories[0].parent, directories=directories, selected_id=selected)
-    source.incidents = _read_all(directories, selected, limits)
+    source.incidents = _read_all(directories, selected, limits, progress)
     return source
 
 
@@ -168,7 +170,9 @@ def _from_npz(path: Path, limits: Limits) -> IncidentSource:
     )
 
 
-def _read_all(directories: list[Path], selected: int | None, limits: Limits) -> list[LoadedIncident]:
+def _read_all(
+    directories: list[Path], selected: int | None, limits: Limits, progress: bool = False
+) -> list[LoadedIncident]:
     incidents: list[LoadedIncident] = []
     budget = ArrayBudget(limits.total_array_bytes)
     for directory in directories:
@@ -177,7 +181,8 @@ def _read_all(directories: list[Path], selected: int | None, limits: Limits) -> 
             records = [r for r in records if r["id"] == selected]
             if not records:
                 raise IncidentError(f"{directory / JSONL_NAME}: no record with id {selected}")
-        incidents.extend(LoadedIncident(directory, r, load_arrays(directory, r, limits, budget)) for r in records)
+        reading = track(records, f"diagnose: reading {directory.name}", enabled=progress)
+        incidents.extend(LoadedIncident(directory, r, load_arrays(directory, r, limits, budget)) for r in reading)
     return incidents
 
 

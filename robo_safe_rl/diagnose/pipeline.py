@@ -29,6 +29,7 @@ from robo_safe_rl.diagnose.replay import DEFAULT_STEPS_AFTER, replay_incident
 from robo_safe_rl.diagnose.report import DiagnoseReport, IncidentDiagnosis, group_incidents
 from robo_safe_rl.diagnose.repro import write_script
 from robo_safe_rl.errors import CheckpointError
+from robo_safe_rl.progress import track
 from robo_safe_rl.rundir import CHECKPOINT_FILES, EVENTS_FILE, RunDir
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ def diagnose_source(
     steps_after: int = DEFAULT_STEPS_AFTER,
     write_scripts: bool = True,
     make_env: Callable[[str], gym.Env] | None = None,
+    progress: bool = False,
 ) -> DiagnoseReport:
     """Diagnose the incidents of ``source`` (module docstring).
 
@@ -60,6 +62,7 @@ def diagnose_source(
         steps_after: Zero-action steps after the sanitised action in a replay.
         write_scripts: Write ``<run_dir>/repro/incident_<id>.py`` per replay that ran.
         make_env: Builds an env from a task id for replays (``gymnasium.make`` when ``None``).
+        progress: Show bars of the analysis and the replays on a terminal (:mod:`robo_safe_rl.progress`).
 
     Returns:
         The report (``mode`` ``"incidents"``).
@@ -84,7 +87,7 @@ def diagnose_source(
         if given.error is not None:
             raise CheckpointError(f"{checkpoint}: {given.error}")
     diagnoses = []
-    for incident in source.incidents:
+    for incident in track(source.incidents, "diagnose: analysing incidents", enabled=progress):
         finding = analyse_action(incident.record, incident.arrays)
         cause, explanation = attribute(incident.record, finding)
         diagnosis = IncidentDiagnosis(incident, finding, cause, explanation)
@@ -107,7 +110,7 @@ def diagnose_source(
 
     if replay is not ReplayMode.none:
         chosen = diagnoses if replay is ReplayMode.all else [g.first for g in groups]
-        for diagnosis in chosen:
+        for diagnosis in track(chosen, "diagnose: replaying incidents", enabled=progress):
             _replay(diagnosis, source.run_dir, steps_after, write_scripts, make_env, report.notes)
         if replay is ReplayMode.first:
             for group in groups:

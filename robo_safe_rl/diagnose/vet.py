@@ -27,6 +27,7 @@ from robo_safe_rl.checkpoint.policy import LoadedPolicy, load_policy
 from robo_safe_rl.diagnose.action import ActionFinding, component_issues
 from robo_safe_rl.diagnose.evidence import CheckpointCache, CheckpointFinding
 from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.progress import Bar, progress_bar
 from robo_safe_rl.rundir import CONFIG_FILE, RunDir
 from robo_safe_rl.safety.finite import all_finite
 
@@ -151,6 +152,7 @@ def vet_policy(
     steps: int = DEFAULT_VET_STEPS,
     stochastic: bool = False,
     seed: int = 0,
+    progress: bool = False,
 ) -> VetReport:
     """Run the checkpoint's actor in its task under SafeStep (module docstring).
 
@@ -160,6 +162,7 @@ def vet_policy(
         steps: Env steps to run (episodes are reset as they end).
         stochastic: Sample actions instead of taking the mean.
         seed: Seed of the first reset.
+        progress: Show a bar of the steps on a terminal (:mod:`robo_safe_rl.progress`).
 
     Returns:
         The report.
@@ -202,7 +205,8 @@ def vet_policy(
         recorder.set_context(iteration=policy.iteration, global_step=0)
     safe = SafeStep(env, recorder=recorder)
     try:
-        _run(policy, safe, report, recorder)
+        with progress_bar(f"diagnose: vetting {checkpoint.name}", steps, enabled=progress) as bar:
+            _run(policy, safe, report, recorder, bar)
     finally:
         with contextlib.suppress(Exception):
             safe.close()
@@ -211,7 +215,7 @@ def vet_policy(
     return report
 
 
-def _run(policy: LoadedPolicy, env: SafeStep, report: VetReport, recorder: IncidentRecorder | None) -> None:
+def _run(policy: LoadedPolicy, env: SafeStep, report: VetReport, recorder: IncidentRecorder | None, bar: Bar) -> None:
     space = cast(gym.spaces.Box, env.action_space)  # SafeStep accepts Box action spaces only
     low, high = np.asarray(space.low, dtype=np.float64), np.asarray(space.high, dtype=np.float64)
     names = env.action_names or [f"a[{i}]" for i in range(policy.num_actions)]
@@ -229,6 +233,7 @@ def _run(policy: LoadedPolicy, env: SafeStep, report: VetReport, recorder: Incid
                 report.first_bad = BadAction(step, finding, all_finite(obs))
         obs, _, terminated, truncated, _ = env.step(action)
         report.steps_run = step + 1
+        bar.advance()
         if recorder is not None:
             recorder.advance()
         if terminated or truncated:

@@ -7,8 +7,10 @@ the policy loader and the benchmarks. The names are in :mod:`robo_safe_rl.rundir
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,7 @@ class RunDir:
         train_cfg_path: The saved train dict that rebuilds the policy.
         summary_path: What the run did.
         events_path: The runner's safety events.
+        train_log_path: The run's log (what training showed, and its log records).
         repro_dir: Where diagnose writes reproduction scripts.
         vet_incidents_dir: Where vetting a checkpoint of this folder records its incidents.
     """
@@ -68,6 +71,7 @@ class RunDir:
         self.train_cfg_path = self.root / layout.TRAIN_CFG_FILE
         self.summary_path = self.root / layout.SUMMARY_FILE
         self.events_path = self.root / layout.EVENTS_FILE
+        self.train_log_path = self.root / layout.TRAIN_LOG
         self.repro_dir = self.root / layout.REPRO_DIR
         self.vet_incidents_dir = self.root / layout.VET_INCIDENTS_DIR
 
@@ -139,6 +143,23 @@ class RunDir:
             f"invalid config value run_dir={str(self.root)!r}: it already holds a run ({shown}); continue that run "
             f"with `resume={self.root} run_dir={self.root}`, or choose another run_dir"
         )
+
+    def remove_unstarted(self) -> bool:
+        """Remove the directory of a run that never started: what a configuration rejected after the directory was
+        made leaves behind (the run's log, Hydra's record, empty incident folders), so that no empty timestamped
+        folder is mistaken for a run. A directory holding run evidence, or anything else, stays.
+
+        Returns:
+            Whether the directory is gone.
+        """
+        if not self.root.is_dir() or self.run_evidence():
+            return False
+        self.train_log_path.unlink(missing_ok=True)
+        shutil.rmtree(self.root / layout.HYDRA_DIR, ignore_errors=True)
+        for folder in [*self.incident_dirs(), self.root]:
+            with contextlib.suppress(OSError):  # only when empty: whatever else is there is not ours to delete
+                folder.rmdir()
+        return not self.root.exists()
 
     # ------------------------------------------------------------------ config.yaml and the train dict
 

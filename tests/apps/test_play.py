@@ -6,7 +6,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -85,3 +87,13 @@ def test_tool_runs_as_a_subprocess(run_dir: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "1 episodes" in done.stdout and "return: mean" in done.stdout
+    # On a pipe: no progress bar, no control code.
+    assert "play:" not in done.stderr and "\x1b" not in done.stderr + done.stdout
+
+
+def test_a_terminal_shows_the_progress_of_the_episodes(run_dir: Path, on_terminal: Callable[..., Any]) -> None:
+    done = on_terminal([sys.executable, "tools/play.py", str(run_dir), "--episodes", "2"], cwd=REPO)
+    assert done.returncode == 0, done.terminal[-2000:]
+    # Before: a minute of silence for 16 episodes. Now a bar of the steps (of the 1000-step limit) on stderr.
+    assert "play: 0/2 episodes done" in done.terminal and "/1000" in done.terminal and "━" in done.terminal
+    assert "2 episodes" in done.stdout and "\x1b" not in done.stdout  # the results stay plain text

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +51,11 @@ def test_tool_runs_as_a_subprocess() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<!-- /bench:safestep -->" in done.stdout
+    assert "bench:" not in done.stderr and "\x1b" not in done.stderr + done.stdout  # no bar into a pipe
+
+
+def test_a_terminal_shows_which_section_runs(on_terminal: Callable[..., Any]) -> None:
+    done = on_terminal([sys.executable, "tools/bench.py", "--quick", "--only", "safestep"], cwd=REPO)
+    assert done.returncode == 0, done.terminal[-2000:]
+    assert "bench: safestep (1/1)" in done.terminal  # before: nothing until the section's block
+    assert done.stdout.startswith("<!-- bench:safestep -->") and "\x1b" not in done.stdout

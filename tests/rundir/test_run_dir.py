@@ -51,11 +51,30 @@ def test_a_rejected_configuration_leaves_no_evidence_of_a_run(tmp_path: Path) ->
     # What Hydra and a run stopped before its runner existed leave: Hydra's record, its log, an empty incidents folder.
     (tmp_path / HYDRA_DIR).mkdir()
     (tmp_path / HYDRA_DIR / "overrides.yaml").write_text("[]\n")
-    (tmp_path / "train.log").write_text("")
+    RunDir(tmp_path).train_log_path.write_text("")
     RunDir(tmp_path).incidents_dir().mkdir()
     assert RunDir(tmp_path).run_evidence() == []
     RunDir(tmp_path).check_unused()
     RunDir(tmp_path / "not_yet").check_unused()
+
+
+def test_a_run_directory_no_run_started_in_is_removed_with_what_it_left(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    (run.root / HYDRA_DIR).mkdir(parents=True)
+    (run.root / HYDRA_DIR / "overrides.yaml").write_text("[]\n")
+    run.train_log_path.write_text("banner\n")
+    run.incidents_dir().mkdir()
+    assert run.remove_unstarted() and not run.root.exists()
+    assert not RunDir(tmp_path / "never_made").remove_unstarted()
+
+
+@pytest.mark.parametrize("kept", ["model_0.pt", "notes.txt"])
+def test_a_run_directory_with_a_run_or_a_file_of_its_user_is_not_removed(tmp_path: Path, kept: str) -> None:
+    run = RunDir(tmp_path)
+    run.train_log_path.write_text("")
+    (tmp_path / kept).write_text("x")
+    assert not run.remove_unstarted()
+    assert (tmp_path / kept).read_text() == "x"
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.timing import machine_description
+from robo_safe_rl.progress import progress_bar
 
 ANT = "RoboSafe/Ant-v0"
 
@@ -271,9 +272,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     machine = machine_description()
     shown_argv = [a for i, a in enumerate(argv) if not a.startswith("--write") and argv[i - 1 : i] != ["--write"]]
-    for name in names:
-        block = render(name, SECTIONS[name](args.quick), shown_argv, machine)
-        print(block, flush=True)
-        if args.write is not None:
-            write_section(args.write, name, block)
+    # A section takes seconds to half an hour and prints its block only at its end: a bar on a terminal says which
+    # one runs and for how long it has.
+    with progress_bar("bench", len(names)) as bar:
+        for number, name in enumerate(names, start=1):
+            bar.describe(f"bench: {name} ({number}/{len(names)})")
+            block = render(name, SECTIONS[name](args.quick), shown_argv, machine)
+            print(block, flush=True)
+            if args.write is not None:
+                write_section(args.write, name, block)
+            bar.advance()
     return 0

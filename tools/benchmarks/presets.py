@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from robo_safe_rl.apps.play import play
+from robo_safe_rl.progress import progress_bar, track
 from robo_safe_rl.rundir import RunDir
 
 #: rsl-rl's adaptive schedule never goes below this learning rate.
@@ -107,9 +108,18 @@ def bench_presets(
     """Train every preset x seed, plus every preset under the gauntlet drill (first seed), and summarise."""
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(p, s, False) for p in presets for s in seeds] + [(p, seeds[0], True) for p in presets]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda job: run_one(repo, out, job[0], job[1], iterations, job[2], extra or []), jobs))
-    for r in results:
+    with (
+        progress_bar(f"bench presets: {len(jobs)} trainings", len(jobs)) as bar,
+        ThreadPoolExecutor(max_workers=workers) as pool,
+    ):
+
+        def one(job: tuple[str, int, bool]) -> RunResult:
+            result = run_one(repo, out, job[0], job[1], iterations, job[2], extra or [])
+            bar.advance()
+            return result
+
+        results = list(pool.map(one, jobs))
+    for r in track(results, "bench presets: playing the final policies"):
         run_dir = out / f"{r.preset}_seed{r.seed}{'_drill' if r.drill else ''}"
         summary = RunDir(run_dir).read_summary()
         if summary["final_checkpoint"]:
