@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from robo_safe_rl.bridge.worker_pool import rank_cpus, resolve_num_workers
 from robo_safe_rl.config.compose import compose, config_source
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
@@ -44,6 +45,9 @@ def banner(node: DictConfig, cfg: TrainConfig, device: str, checkpoint: Path | N
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     envs = f"{cfg.task.num_envs} envs" + (f" per rank x {world} ranks" if world > 1 else "")
+    # The count the env builder will start (task.num_workers, or the automatic one from this rank's cores).
+    workers = resolve_num_workers(cfg.task.num_workers, cfg.task.num_envs, len(rank_cpus()[0]))
+    envs += f", {workers} env worker process{'es' if workers != 1 else ''}" if workers else ", stepped in this process"
     iterations = f"{cfg.runner.max_iterations}" + (f" (resumed from {checkpoint})" if checkpoint is not None else "")
     rows = [
         ("Run directory", str(cfg.run_dir)),

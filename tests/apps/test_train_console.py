@@ -35,7 +35,7 @@ def test_main_prints_a_banner_and_a_final_line_and_keeps_them_in_train_log(
     out = capsys.readouterr().out
     assert banner_rows(out) == {
         "Run directory": str(run_dir),
-        "Task": "ant (RoboSafe/Ant-v0), 2 envs",
+        "Task": "ant (RoboSafe/Ant-v0), 2 envs, stepped in this process",  # 2 envs: too few for workers
         "Device": "cpu",
         "Preset": "ppo",
         "Gradient guard": "zero",
