@@ -132,11 +132,13 @@ def resolve(path_text: str, limits: Limits = DEFAULT_LIMITS, *, progress: bool =
             )
         source = IncidentSource(path=path, run_dir=path, directories=directories, selected_id=selected)
         if selected is not None:
-            if not directories or directories[0].name != INCIDENTS_DIR:
+            # Record ids count within one folder: ranks and env workers each write their own part.
+            if len(directories) != 1:
+                names = ", ".join(d.name for d in directories) or f"no {INCIDENTS_DIR}* folder with records"
                 raise IncidentError(
-                    f"{path}#{selected}: the run has no {INCIDENTS_DIR}/ folder to take record {selected} from"
+                    f"{path}#{selected}: record ids count within one incidents folder and this run has "
+                    f"{len(directories)} ({names}); name the record as the report does: {path}/<folder>#{selected}"
                 )
-            source.directories = directories[:1]
         source.incidents = _read_all(source.directories, selected, limits, progress)
         return source
     source = IncidentSource(path=path, run_dir=directories[0].parent, directories=directories, selected_id=selected)
