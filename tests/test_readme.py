@@ -91,7 +91,8 @@ SHORT: dict[str, dict[str, Short]] = {
 
 #: The run the README's commands read, trained first (:func:`fixture_run`). Its folder is the README's own example
 #: (``resume=logs/ant/2026-11-30_10-00-00``), which therefore runs as written. A short fire drill: its incidents are
-#: what ``diagnose`` reads (its 8 envs step in 2 workers, whose first part's record 1 is a NaN action), and it saves ``model_0.pt`` and ``model_2.pt``.
+#: what ``diagnose`` reads (its 8 envs step in 2 workers, whose first part's record 1 is a NaN action), and it saves
+#: ``model_0.pt`` and ``model_2.pt``.
 FIXTURE_RUN = "logs/ant/2026-11-30_10-00-00"
 FIXTURE_ARGS = [
     "+drill=gauntlet",
@@ -111,7 +112,7 @@ PLACEHOLDERS = {
 #: Exit codes other than 0 that a README command has by design, and why.
 EXIT_CODES = {
     "python tools/diagnose.py logs/ant/RUN": (1, "the drill's injected bad actions are incidents caused by actions"),
-    "python tools/diagnose.py logs/ant/RUN/incidents_worker0#1": (1, "incident 1 of the first worker's part is a NaN action"),
+    "python tools/diagnose.py logs/ant/RUN/incidents_worker0#1": (1, "record 1 of the first worker's is a NaN action"),
     "python tools/diagnose.py logs/ant/RUN --checkpoint logs/ant/RUN/model_2800.pt --json": (1, "the same"),
 }
 

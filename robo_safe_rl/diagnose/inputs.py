@@ -131,14 +131,13 @@ def resolve(path_text: str, limits: Limits = DEFAULT_LIMITS, *, progress: bool =
                 f"no {JSONL_NAME} in it"
             )
         source = IncidentSource(path=path, run_dir=path, directories=directories, selected_id=selected)
-        if selected is not None:
-            # Record ids count within one folder: ranks and env workers each write their own part.
-            if len(directories) != 1:
-                names = ", ".join(d.name for d in directories) or f"no {INCIDENTS_DIR}* folder with records"
-                raise IncidentError(
-                    f"{path}#{selected}: record ids count within one incidents folder and this run has "
-                    f"{len(directories)} ({names}); name the record as the report does: {path}/<folder>#{selected}"
-                )
+        # Record ids count within one folder: ranks and env workers each write their own part.
+        if selected is not None and len(directories) != 1:
+            names = ", ".join(d.name for d in directories) or f"no {INCIDENTS_DIR}* folder with records"
+            raise IncidentError(
+                f"{path}#{selected}: record ids count within one incidents folder and this run has "
+                f"{len(directories)} ({names}); name the record as the report does: {path}/<folder>#{selected}"
+            )
         source.incidents = _read_all(source.directories, selected, limits, progress)
         return source
     source = IncidentSource(path=path, run_dir=directories[0].parent, directories=directories, selected_id=selected)

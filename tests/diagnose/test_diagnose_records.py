@@ -244,3 +244,14 @@ def test_a_real_process_neither_imports_a_records_module_nor_prints_a_traceback(
     assert result.stderr == (
         f"diagnose: {npz}: record 0: array 'raw_action': expected shape (8,) (from the record), got (2, 4)\n"
     )
+
+
+def test_a_record_id_of_a_run_with_several_incident_parts_asks_for_the_folder(
+    bad_actions_run: Path, copy_run: Callable, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each rank and each env worker numbers its records from 0: RUN#0 would be any of them.
+    run = copy_run(bad_actions_run)
+    shutil.copytree(run / "incidents", run / "incidents_worker1")
+    line = _one_line_exit_2([f"{run}#0"], capsys)
+    assert "this run has 2 (incidents, incidents_worker1)" in line and f"{run}/<folder>#0" in line, line
+    assert main([f"{run}/incidents_worker1#0"]) == 1  # the NaN action of record 0, from the named part
