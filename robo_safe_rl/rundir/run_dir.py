@@ -242,7 +242,7 @@ class RunDir:
             ConfigError: If it is missing, unreadable or not a JSON object.
         """
         try:
-            doc = json.loads(self.summary_path.read_text(encoding="utf-8"))
+            doc = json.loads(_read_bounded(self.summary_path, MAX_SUMMARY_BYTES))
         except (OSError, UnicodeDecodeError, ValueError) as err:
             raise ConfigError(f"{self.summary_path}: cannot read the run's summary ({err})") from err
         if not isinstance(doc, dict):
@@ -271,8 +271,8 @@ class RunDir:
         if not path.is_file():
             return None, []
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
+            lines = _read_bounded(path, MAX_EVENTS_BYTES).splitlines()
+        except (OSError, UnicodeDecodeError, ValueError) as err:
             return None, [f"{path}: cannot read it ({err}); safety events not consulted"]
         notes: list[str] = []
         events: list[dict[str, Any]] = []
@@ -312,3 +312,23 @@ def _same_run(resume: Path, root: Path) -> bool:
 
 def _is_size(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+#: Bounds on what the tools read of a run's own records (a crafted or runaway file must not exhaust memory): a run
+#: appends a few hundred bytes per safety event and writes summary.json once (a few KiB).
+MAX_EVENTS_BYTES = 64 * 2**20
+MAX_SUMMARY_BYTES = 1 * 2**20
+
+
+def _read_bounded(path: Path, limit: int) -> str:
+    """``path`` as UTF-8 text, refusing a file larger than ``limit`` bytes before reading it.
+
+    Raises:
+        ValueError: The file is larger than ``limit``.
+        OSError, UnicodeDecodeError: As reading does.
+    """
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than the {limit >> 20} MiB a run writes at most")
+    return data.decode("utf-8")

@@ -197,3 +197,15 @@ def test_hydra_writes_its_record_where_the_layout_says() -> None:
     with initialize_config_dir(config_dir=config_source(), version_base="1.3"):
         node = hydra_compose(config_name="train", return_hydra_config=True)
     assert node.hydra.output_subdir == HYDRA_DIR
+
+
+def test_oversized_events_and_summary_are_not_read(tmp_path: Path) -> None:
+    # Sparse files: gigabytes declared, no disk used; reading them whole would take as much memory.
+    run = RunDir(tmp_path)
+    for path in (run.events_path, run.summary_path):
+        with open(path, "wb") as f:
+            f.truncate(2**30)
+    events, notes = run.read_events()
+    assert events is None and "larger than the 64 MiB a run writes at most" in notes[0]
+    with pytest.raises(ConfigError, match="larger than the 1 MiB a run writes at most"):
+        run.read_summary()
