@@ -40,6 +40,8 @@ class GymVecEnv(VecEnv):
         cfg: Anything to store as ``env.cfg`` (rsl-rl logs it with the run).
         recorder: With a list of envs: the incident recorder shared by their SafeStep wrappers, told the iteration of
             each rollout (a batch keeps its own).
+        packed: Hand over each step's observations, rewards, dones and time-outs in one host-to-device copy of one
+            packed buffer, sliced on the device; ``None`` (default): when ``device`` is not the CPU.
 
     Raises:
         ConfigError: If there is no env or the spaces are not flat Boxes of one shape.
@@ -52,6 +54,7 @@ class GymVecEnv(VecEnv):
         device: str = "cpu",
         cfg: dict | None = None,
         recorder: Any = None,
+        packed: bool | None = None,
     ) -> None:
         if isinstance(envs, Sequence):
             if len(envs) == 0:
@@ -78,7 +81,7 @@ class GymVecEnv(VecEnv):
         self._episode_return = np.zeros(self.num_envs, dtype=np.float64)
         # One packed host buffer per step for a device other than the CPU: [obs | rewards | dones | time-outs].
         self._staging: torch.Tensor | None = None
-        if torch.device(device).type != "cpu":
+        if packed if packed is not None else torch.device(device).type != "cpu":
             size = self.num_envs * (self.num_obs + 3)
             self._staging = torch.empty(size, dtype=torch.float32, pin_memory=torch.cuda.is_available())
         self._obs = self.batch.reset(seed)

@@ -111,3 +111,18 @@ def test_no_second_reset_after_safe_step_recovered(make_fault_env) -> None:
 def test_rejects_mismatched_shapes() -> None:
     with pytest.raises(ConfigError, match="observation shape"):
         GymVecEnv([gym.make("Pendulum-v1"), gym.make("MountainCarContinuous-v0")])
+
+
+def test_packed_hand_over_gives_the_same_tensors() -> None:
+    # The one host-to-device copy per step of a CUDA run, exercised on the CPU: packing and slicing change nothing.
+    plain = GymVecEnv(make_pendulums(3, max_episode_steps=4), seed=2)
+    packed = GymVecEnv(make_pendulums(3, max_episode_steps=4), seed=2, packed=True)
+    assert torch.equal(plain.get_observations()["policy"], packed.get_observations()["policy"])
+    for t in range(5):
+        actions = torch.full((3, 1), 0.5 * t - 1.0)
+        a, b = plain.step(actions), packed.step(actions)
+        assert torch.equal(a[0]["policy"], b[0]["policy"]) and b[0]["policy"].is_contiguous()
+        for x, y in ((a[1], b[1]), (a[2], b[2]), (a[3]["time_outs"], b[3]["time_outs"])):
+            assert x.dtype == y.dtype and torch.equal(x, y)
+        # The 4-step limit truncates every episode at the 4th step: dones and time-outs both set there only.
+        assert b[2].tolist() == [int(t == 3)] * 3 and b[3]["time_outs"].tolist() == [t == 3] * 3
