@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.apps.banner import preset_of
+from robo_safe_rl.apps.banner import banner, preset_of
 from robo_safe_rl.apps.run_log import RunLog
-from robo_safe_rl.apps.train import compose, main
+from robo_safe_rl.apps.train import compose, main, to_train_config
 from robo_safe_rl.rundir import LOGS_DIR, TRAIN_LOG, RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -159,3 +159,16 @@ def test_a_log_file_that_cannot_be_written_stops_the_log_not_the_run(capsys: pyt
     assert captured.out == "iteration 0\n"  # everything still reaches the console, once
     assert captured.err.count("/dev/full is no longer written: [Errno 28] No space left on device") == 1
     assert captured.err.endswith("iteration 1\n") and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize(
+    ("overrides", "task"),
+    [
+        (["task.num_workers=2"], "ant (RoboSafe/Ant-v0), 16 envs, 2 env worker processes"),
+        (["task.num_workers=1", "task.num_envs=3"], "ant (RoboSafe/Ant-v0), 3 envs, 1 env worker process"),
+        (["task.num_workers=0"], "ant (RoboSafe/Ant-v0), 16 envs, stepped in this process"),
+    ],
+)
+def test_the_banner_says_where_the_envs_step(overrides: list[str], task: str) -> None:
+    node = compose(overrides)
+    assert banner_rows(banner(node, to_train_config(node), "cpu"))["Task"] == task
