@@ -98,6 +98,8 @@ FIXTURE_ARGS = [
     "+drill=gauntlet",
     "runner.max_iterations=3",
     "task.num_envs=8",
+    # As a default run on 2 cores or more; set, so that the incident folders are the same on a machine of one core.
+    "task.num_workers=2",
     "runner.num_steps_per_env=16",
     f"run_dir={FIXTURE_RUN}",
 ]

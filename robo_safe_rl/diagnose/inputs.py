@@ -6,8 +6,9 @@
   as "no incidents" when it holds any of a run's files, :func:`robo_safe_rl.rundir.is_run_file`);
 - an incidents directory (any folder holding ``incidents.jsonl``; an empty folder named ``incidents...`` holds no
   incidents), or that ``incidents.jsonl`` itself;
-- one record: any of the above followed by ``#<id>`` (``run/incidents/incidents.jsonl#3``, ``run#3`` for the run's
-  ``incidents/``), or the record's ``.npz`` file.
+- one record: any of the above followed by ``#<id>`` (``run/incidents/incidents.jsonl#3``, ``run#3`` for a run with
+  one incidents folder, ``run/incidents_worker0#3`` for a worker's: each folder numbers its records from 0), or the
+  record's ``.npz`` file.
 
 Records are data from disk, possibly damaged or crafted. Reading is strict and bounded
 (:mod:`~robo_safe_rl.diagnose.records`, :mod:`~robo_safe_rl.diagnose.arrays`, :mod:`~robo_safe_rl.diagnose.limits`):
