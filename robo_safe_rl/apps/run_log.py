@@ -73,6 +73,9 @@ class _File:
         finally:
             self.handler.release()
 
+    def flush(self) -> None:
+        """Every write is flushed already."""
+
 
 class _Tee(io.TextIOBase):
     """A text stream that writes to ``console`` unchanged and to the log's file without control codes."""
@@ -122,6 +125,17 @@ class RunLog:
         self._console_handler: logging.Handler | None = None
         self._streams: tuple[TextIO, TextIO] = (sys.stdout, sys.stderr)
         self._level = logging.NOTSET
+
+    @property
+    def console(self) -> TextIO:
+        """The console's stdout, without the copy into the file (a live display draws its frames there only)."""
+        return self._streams[0] if self._file is not None else sys.stdout
+
+    @property
+    def record(self) -> TextIO | None:
+        """Writes text to the file only (control codes left out), while the context is open; ``None`` without a
+        file."""
+        return self._file  # type: ignore[return-value]  (a write-only text sink)
 
     def __enter__(self) -> RunLog:
         if self.path is None:

@@ -40,6 +40,7 @@ from robo_safe_rl.config.keys import check_node, check_overrides
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
+from robo_safe_rl.training.display import Display, make_display
 from robo_safe_rl.training.env_builder import build_vec_env, check_task
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg, check_logger
 from robo_safe_rl.training.runner import SafeRunner
@@ -146,13 +147,19 @@ def start_run(cfg: TrainConfig) -> RunStart:
     return RunStart(rank, device, checkpoint, run_dir)
 
 
-def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None, start: RunStart | None = None) -> dict[str, Any]:
+def train(
+    cfg: TrainConfig,
+    resolved: dict[str, Any] | None = None,
+    start: RunStart | None = None,
+    display: Display | None = None,
+) -> dict[str, Any]:
     """Train PPO as configured and return the run summary (also written to ``run_dir/summary.json``).
 
     Args:
         cfg: The validated configuration.
         resolved: The resolved config as plain data, written to ``run_dir/config.yaml``.
         start: What :func:`start_run` settled; it is called when ``None``.
+        display: Shows the iterations (closed at the end); ``None``: ``cfg.display`` on stdout.
 
     Raises:
         RoboSafeRLError: When the run is stopped by a safety error; ``summary.json`` is written first.
@@ -168,6 +175,8 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None, start: RunSt
     runner: SafeRunner | None = None
     error: BaseException | None = None
     learning = False  # a summary describes a run that started learning (a refused resume leaves the run's own)
+    if display is None:
+        display = make_display(cfg.display, interval=cfg.display_interval)
     try:
         vec_env = build_vec_env(cfg, incidents_dir=run_dir.incidents_dir(rank), rank=rank, device=device)
         runner = SafeRunner(
@@ -178,6 +187,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None, start: RunSt
             recovery=cfg.safety.recovery,
             policy_faults=cfg.faults.policy,
             files=run_dir,
+            display=display,
         )
         if checkpoint is not None:
             try:
@@ -204,6 +214,7 @@ def train(cfg: TrainConfig, resolved: dict[str, Any] | None = None, start: RunSt
         error = err
         raise
     finally:
+        display.close()  # a live view stops drawing before the summary or an error is printed
         try:
             summary = _write_summary(
                 run_dir,
@@ -272,11 +283,15 @@ def _logged_run(node: DictConfig, cfg: TrainConfig, resolved: dict[str, Any], st
     """The run between its banner and its final line, all of it kept in ``train.log`` (rank 0's run directory); a
     run directory that no run started in (a configuration only the runner could reject) is removed afterwards."""
     code: int | None = None
-    with RunLog(start.run_dir.train_log_path if start.rank == 0 else None):
+    with RunLog(start.run_dir.train_log_path if start.rank == 0 else None) as run_log:
         if start.rank == 0:
             print(banner(node, cfg, start.device, start.checkpoint), flush=True)
+        # On a terminal, the live view draws on the console itself and train.log gets the plain lines.
+        display = make_display(
+            cfg.display, console=run_log.console, record=run_log.record, interval=cfg.display_interval
+        )
         try:
-            code = _train(cfg, resolved, start)
+            code = _train(cfg, resolved, start, display)
         finally:
             if start.rank == 0:
                 print(final_line(start.run_dir, code), flush=True)
@@ -285,10 +300,10 @@ def _logged_run(node: DictConfig, cfg: TrainConfig, resolved: dict[str, Any], st
     return code
 
 
-def _train(cfg: TrainConfig, resolved: dict[str, Any], start: RunStart) -> int:
+def _train(cfg: TrainConfig, resolved: dict[str, Any], start: RunStart, display: Display) -> int:
     """Train, and turn the outcome into the exit code."""
     try:
-        summary = train(cfg, resolved, start)
+        summary = train(cfg, resolved, start, display)
     except ConfigError as err:
         print(f"train: {err}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ from omegaconf import MISSING
 
 from robo_safe_rl.config.agent import ActorConfig, AlgorithmConfig, CriticConfig, RunnerConfig
 from robo_safe_rl.config.checks import float_in, int_in, require
+from robo_safe_rl.config.display import DisplayMode
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
@@ -108,12 +109,20 @@ class TrainConfig:
     ``logs/<runner.experiment_name>``). Model, optimizer state, normalisers and the iteration counter are restored, and
     the saved run's task, algorithm and model settings are taken unless overridden; the run goes on for
     ``runner.max_iterations`` more iterations in ``run_dir``."""
+    display: DisplayMode = DisplayMode.compact
+    """What each iteration shows on stdout: ``compact`` (a live progress bar with return, episode length, learning
+    rate, losses and the safety counters, on a terminal; where stdout is not a terminal, a file or a pipe, the
+    ``plain`` lines instead), ``rsl`` (rsl-rl's block of about 20 lines per iteration) or ``plain``. Rank 0 only."""
+    display_interval: int = 10
+    """``plain``: one line every this many iterations, plus the first, the last and every iteration in which a safety
+    counter changed. In [1, 1000000]."""
 
     def __post_init__(self) -> None:
         # numpy's global seed must be below 2**32 (np.random.seed raises past it, deep inside the run).
         int_in("seed", self.seed, 0, 2**32 - 1)
         require(bool(_DEVICE.match(self.device)), "device", self.device, "one of auto, cpu, cuda, cuda:N")
         int_in("torch_threads", self.torch_threads, 0, 1024)
+        int_in("display_interval", self.display_interval, 1, 1_000_000)
         require(bool(self.run_dir), "run_dir", self.run_dir, "a directory path")
         # rsl-rl splits num_envs x num_steps_per_env transitions into num_mini_batches; an empty mini-batch trains on
         # nothing and logs NaN losses without any error.

@@ -26,19 +26,18 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
-from rsl_rl.utils.logger import Logger
 
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.errors import CheckpointError, NonFiniteError, NonFiniteStateError, RecoveryError
+from robo_safe_rl.training.display import Display
+from robo_safe_rl.training.logger import SafeLogger
 from robo_safe_rl.training.policy_faults import PolicyFaults
 from robo_safe_rl.training.recovery import Recovery, nonfinite_layers, save_checkpoint_if_finite
 
@@ -57,78 +56,6 @@ class RunFiles(Protocol):
         ...
 
 
-@dataclass
-class IterationRecord:
-    """What one iteration looked like, for ``summary.json`` (returns are ``None`` when no episode ended)."""
-
-    iteration: int
-    mean_return: float | None
-    episodes: int
-    mean_step_reward: float
-
-
-class _EnvCfg(dict):
-    """An env's plain-dict ``cfg`` with the ``to_dict()`` that rsl-rl's W&B and Neptune writers call on it.
-
-    Isaac Lab's env configs have ``to_dict()``; a dict has neither it nor dataclass fields, so the writers' fallback
-    (``dataclasses.asdict``) raises and the run dies at its first iteration.
-    """
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self)
-
-
-class SafeLogger(Logger):
-    """rsl-rl's logger plus ``Safety/*`` scalars and a per-iteration history of returns for ``summary.json``.
-
-    The scalars go through rsl-rl's writer, so they reach whichever ``runner.logger`` chose: TensorBoard, or W&B or
-    Neptune (whose writers also keep TensorBoard files in the run directory).
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        env_cfg = kwargs.get("env_cfg")
-        if isinstance(env_cfg, dict) and not hasattr(env_cfg, "to_dict"):
-            kwargs["env_cfg"] = _EnvCfg(env_cfg)
-        super().__init__(**kwargs)
-        self.history: list[IterationRecord] = []
-        self._reward_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        self._reward_count = 0
-
-    def process_env_step(
-        self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict, intrinsic_rewards: torch.Tensor | None = None
-    ) -> None:
-        """Book-keep one env step (rsl-rl's) and accumulate the step reward for the iteration's mean."""
-        super().process_env_step(rewards, dones, extras, intrinsic_rewards)
-        # Summed on the device; read once per iteration, not once per step.
-        self._reward_sum += rewards.sum()
-        self._reward_count += rewards.numel()
-
-    def discard_rollout(self) -> None:
-        """Forget the episode logs and rewards of a rollout that was thrown away (a rollback)."""
-        self.ep_extras.clear()
-        self._reward_sum.zero_()
-        self._reward_count = 0
-
-    def log_iteration(self, it: int, safety: dict[str, float], **kwargs: Any) -> None:
-        """Log rsl-rl's metrics and ``Safety/*``, and record the iteration for the summary."""
-        returns = [ep["Episode/return"] for ep in self.ep_extras if isinstance(ep.get("Episode/return"), torch.Tensor)]
-        finished = torch.cat(returns).tolist() if returns else []
-        self.log(it=it, **kwargs)
-        if self.writer is not None:
-            for tag, value in safety.items():
-                self.writer.add_scalar(f"Safety/{tag}", value, it)
-        self.history.append(
-            IterationRecord(
-                iteration=it,
-                mean_return=statistics.fmean(finished) if finished else None,
-                episodes=len(finished),
-                mean_step_reward=float(self._reward_sum) / max(self._reward_count, 1),
-            )
-        )
-        self._reward_sum.zero_()
-        self._reward_count = 0
-
-
 class SafeRunner(OnPolicyRunner):
     """On-policy runner that rolls back instead of training on from a NaN, and only writes finite checkpoints.
 
@@ -142,6 +69,8 @@ class SafeRunner(OnPolicyRunner):
         policy_faults: ``faults.policy`` (a fire drill); none when ``None``.
         files: Names the checkpoints and records the safety events; required with a ``log_dir``
             (``robo_safe_rl.rundir.RunDir(log_dir)``).
+        display: Shows each iteration on the console (rank 0 with a ``log_dir`` only, as in rsl-rl); ``None``:
+            rsl-rl's block, as ``OnPolicyRunner`` prints it (``robo_safe_rl.training.display.make_display``).
 
     Raises:
         ValueError: If ``log_dir`` is given without ``files``.
@@ -156,6 +85,7 @@ class SafeRunner(OnPolicyRunner):
         recovery: RecoveryConfig | None = None,
         policy_faults: PolicyFaultConfig | None = None,
         files: RunFiles | None = None,
+        display: Display | None = None,
     ) -> None:
         if log_dir is not None and files is None:
             raise ValueError(f"SafeRunner(log_dir={log_dir!r}) needs files= to name its checkpoints and events")
@@ -176,6 +106,7 @@ class SafeRunner(OnPolicyRunner):
         #: The iteration the next ``learn`` starts at (after a resume: the loaded iteration + 1).
         self.next_iteration = 0
         self.logger = SafeLogger(
+            display=display,
             log_dir=log_dir,
             cfg=self.cfg,
             env_cfg=self.env.cfg,
@@ -375,12 +306,14 @@ class SafeRunner(OnPolicyRunner):
         guard_metrics: dict[str, float],
     ) -> None:
         self._refresh_env_totals()
-        safety: dict[str, float] = {k: float(v) for k, v in self.safety_counters().items()}
+        counters = self.safety_counters()
+        safety: dict[str, float] = {k: float(v) for k, v in counters.items()}
         # Counters are cumulative under their own name; this iteration's count of the same event gets a suffix.
         safety.update({f"{k}_in_iteration" if k in safety else k: v for k, v in guard_metrics.items()})
         self.logger.log_iteration(
             it,
             safety,
+            counters,
             start_it=start_it,
             total_it=total_it,
             collect_time=collect_time,
