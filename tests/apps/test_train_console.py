@@ -48,8 +48,8 @@ def test_main_prints_a_banner_and_a_final_line_and_keeps_them_in_train_log(
         f"last clean checkpoint {run_dir / 'model_1.pt'}"
     )
     log = (run_dir / TRAIN_LOG).read_text(encoding="utf-8")
-    # rsl-rl's iteration blocks are print()ed: before, the file held none of them (and none at all without Hydra).
-    assert log.count("Learning iteration") == 2 and log.count("Training run") == 1
+    # The iterations' lines are print()ed: before, the file held none of them (and none at all without Hydra).
+    assert log.count("iteration 1/2 |") == 1 and log.count("iteration 2/2 |") == 1 and log.count("Training run") == 1
     assert "[robo_safe_rl.apps.train][INFO] - run finished" in log  # the log records too
     assert log.rstrip("\n").splitlines()[-1] == last
     assert "\x1b" not in log  # rsl-rl's bold title reaches the file as text
@@ -84,7 +84,7 @@ def test_the_tool_shows_each_line_once_and_keeps_the_same_text_in_train_log(tmp_
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert banner_rows(done.stdout)["Preset"] == "ppo_safe, changed: algorithm.gamma=0.98"
-    assert done.stdout.count("Learning iteration 1/2") == 1
+    assert done.stdout.count("iteration 2/2 |") == 1
     assert done.stdout.count("run finished") == 1  # the console handler writes around the tee, not through it
     log = (run_dir / TRAIN_LOG).read_text(encoding="utf-8")
     # Before: Hydra's job log held one line ("run finished"). Now the file is what the console showed on stdout.

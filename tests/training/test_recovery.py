@@ -148,6 +148,7 @@ def test_resume_after_sigkill_loses_at_most_save_interval(tmp_path: Path) -> Non
     run_dir = tmp_path / "killed"
     # -u: every line the run printed before the kill is in the log, whatever the buffering of a redirected stdout.
     cmd = [sys.executable, "-u", "tools/train.py", *SMALL, "runner.max_iterations=1000", f"run_dir={run_dir}"]
+    cmd.append("display=rsl")  # a block for every iteration (plain lines come every 10)
     log_path = tmp_path / "killed.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
