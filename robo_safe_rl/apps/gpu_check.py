@@ -1,0 +1,174 @@
+"""``tools/gpu_check.py``: the CUDA path, checked in one command on a machine with a GPU (under 5 minutes on one).
+
+1. The device: torch's build, its CUDA version, the GPUs.
+2. A short CUDA training of the Ant with the gradient guard on (``tools/train.py`` in a subprocess), then its
+   ``summary.json`` (completed, every iteration, on CUDA, no fault) and every checkpoint (finite, loadable with
+   ``weights_only=True``), read through :class:`~robo_safe_rl.rundir.RunDir` and the checkpoint inspector.
+3. With two GPUs or more: the same under ``torchrun`` with 2 processes (NCCL), checked the same way.
+4. The guard's cost on CUDA: time per PPO update, guard on vs off (``torch.cuda.synchronize`` around each block).
+5. Host-device synchronisations per mini-batch (``torch.cuda.set_sync_debug_mode("warn")``) for a small and a large
+   network: the count must not depend on the parameter count.
+
+Exit codes: 0 every check passed; 1 a check failed (each failure is printed); 3 no CUDA device here (nothing checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from robo_safe_rl.checkpoint.report import Status, inspect_file
+from robo_safe_rl.errors import RoboSafeRLError
+from robo_safe_rl.rundir import RunDir
+
+EXIT_NO_CUDA = 3
+SMALL_NET, LARGE_NET = (64, 64), (1024, 1024, 512)
+
+
+def main(argv: list[str] | None = None, *, train_script: Path) -> int:
+    """Run the checks and print what was measured; returns the exit code (module docstring).
+
+    Args:
+        argv: Command-line arguments (``--help``).
+        train_script: ``tools/train.py``, run in subprocesses (directly, and under torchrun).
+    """
+    parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=10, help="training iterations of each run (default 10)")
+    parser.add_argument("--num-envs", type=int, default=32, help="Ant envs of each run (default 32)")
+    parser.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(
+            f"gpu_check: no CUDA device here (torch {torch.__version__}, built with CUDA {torch.version.cuda}); "
+            "nothing checked",
+            file=sys.stderr,
+        )
+        return EXIT_NO_CUDA
+    gpus = torch.cuda.device_count()
+    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {gpus} GPU(s)")
+    for i in range(gpus):
+        props = torch.cuda.get_device_properties(i)
+        print(f"  cuda:{i}: {props.name}, {props.total_memory / 2**30:.0f} GiB")
+    started = time.monotonic()
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as scratch:
+        out = args.out if args.out is not None else Path(scratch)
+        train = [
+            "task=ant",
+            f"task.num_envs={args.num_envs}",
+            f"runner.max_iterations={args.iterations}",
+            "runner.save_interval=5",
+            "safety.grad_guard.mode=skip",
+            "display=plain",
+        ]
+        failures += _check_training(
+            "training on cuda",
+            [sys.executable, str(train_script), *train, "device=cuda"],
+            out / "single",
+            args.iterations,
+            world=1,
+        )
+        if gpus >= 2:
+            torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+            failures += _check_training(
+                "torchrun, 2 processes (NCCL)",
+                [*torchrun, str(train_script), *train, "device=cuda"],
+                out / "torchrun",
+                args.iterations,
+                world=2,
+            )
+        else:
+            print("torchrun, 2 processes (NCCL): skipped, one GPU")
+        failures += _measure()
+    print(f"gpu_check: {len(failures)} failure(s) in {time.monotonic() - started:.0f} s")
+    for failure in failures:
+        print(f"  FAILED: {failure}")
+    return 1 if failures else 0
+
+
+def _check_training(name: str, cmd: list[str], run_dir: Path, iterations: int, world: int) -> list[str]:
+    """Run one training and check what it left; returns the failures."""
+    start = time.monotonic()
+    done = subprocess.run([*cmd, f"run_dir={run_dir}"], capture_output=True, text=True, timeout=180, check=False)
+    wall = time.monotonic() - start
+    if done.returncode != 0:
+        return [f"{name}: exit code {done.returncode}: {done.stderr.strip()[-800:]}"]
+    try:
+        problems = check_run(RunDir(run_dir), iterations, world)
+    except RoboSafeRLError as err:
+        problems = [str(err)]
+    summary = RunDir(run_dir).read_summary() if not problems else {}
+    steps_s = summary.get("env_steps", 0) / summary["wall_s"] if summary.get("wall_s") else 0.0
+    print(
+        f"{name}: {'ok' if not problems else 'FAILED'} in {wall:.0f} s ({steps_s:,.0f} env steps/s, start-up included)"
+    )
+    counters = summary.get("safety", {})
+    print(f"  safety counters: {', '.join(f'{k} {v}' for k, v in counters.items() if v) or 'all zero'}")
+    return [f"{name}: {p}" for p in problems]
+
+
+def check_run(run_dir: RunDir, iterations: int, world: int = 1) -> list[str]:
+    """What a completed, clean training run must have left; returns the problems (empty: none).
+
+    Args:
+        run_dir: The run directory.
+        iterations: Iterations the run was asked for.
+        world: Processes it ran with (``env_steps`` counts every rank's).
+
+    Raises:
+        RoboSafeRLError: If ``summary.json`` cannot be read.
+    """
+    summary = run_dir.read_summary()
+    problems: list[str] = []
+    expect: dict[str, Any] = {"status": "completed", "iterations": iterations, "faults_injected": {}}
+    problems += [f"summary {k} is {summary.get(k)!r}, expected {v!r}" for k, v in expect.items() if summary.get(k) != v]
+    if not str(summary.get("device", "")).startswith("cuda"):
+        problems.append(f"summary device is {summary.get('device')!r}, expected cuda")
+    if summary.get("env_steps", 0) <= 0 or summary["env_steps"] % world:
+        problems.append(f"summary env_steps is {summary.get('env_steps')!r} for {world} process(es)")
+    checkpoints = run_dir.checkpoints()
+    final = str(run_dir.checkpoint(iterations - 1))
+    if summary.get("final_checkpoint") != final or summary.get("last_clean_checkpoint") != final:
+        problems.append(f"final and last clean checkpoint should be {final}: {summary.get('final_checkpoint')!r}")
+    for path in checkpoints:
+        status = inspect_file(path).status
+        if status is not Status.CLEAN:
+            problems.append(f"{path.name} is {status.value}")
+    if not checkpoints:
+        problems.append("no checkpoint written")
+    return problems
+
+
+def _measure() -> list[str]:
+    """The guard's overhead and the syncs per mini-batch on cuda:0; returns the failures."""
+    from robo_safe_rl.apps.gpu_measure import guard_overhead, syncs_per_mini_batch
+
+    failures: list[str] = []
+    try:
+        cost = guard_overhead("cuda:0")
+        print(
+            f"guard overhead on cuda:0 (4096 envs x 24 steps, 5 epochs x 4 mini-batches, {cost['hidden_dims']}): "
+            f"off {cost['off_s_per_update'] * 1e3:.1f} ms, on {cost['on_s_per_update'] * 1e3:.1f} ms per update, "
+            f"ratio {cost['ratio']:.3f}"
+        )
+        counts = [syncs_per_mini_batch("cuda:0", net) for net in (SMALL_NET, LARGE_NET)]
+    except (RuntimeError, RoboSafeRLError) as err:
+        return [f"measuring on cuda:0: {type(err).__name__}: {err}"]
+    for c in counts:
+        print(
+            f"host-device syncs, {c['hidden_dims']} ({c['parameters']:,} parameters): "
+            f"{c['per_mini_batch']:g} per mini-batch + {c['per_update']:g} per update"
+        )
+    if counts[0]["per_mini_batch"] != counts[1]["per_mini_batch"]:
+        failures.append(
+            f"syncs per mini-batch depend on the network: {counts[0]['per_mini_batch']:g} for "
+            f"{counts[0]['parameters']:,} parameters, {counts[1]['per_mini_batch']:g} for {counts[1]['parameters']:,}"
+        )
+    return failures
