@@ -60,9 +60,22 @@ NOT_RUN = {
     "tensorboard --logdir logs": "a server: it runs until it is stopped",
     "torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=NODE0_HOST:29400 --rdzv_id=my_run "
     "tools/train.py device=cuda run_dir=logs/ant/my_run": "two machines with 8 GPUs each",
+    **dict.fromkeys(
+        [
+            "docker build -f docker/Dockerfile -t robo-safe-rl .",
+            "docker build -f docker/Dockerfile -t robo-safe-rl:cu128 --build-arg "
+            "TORCH_INDEX=https://download.pytorch.org/whl/cu128 .",
+            'docker run --gpus all --rm -v "$PWD/logs:/workspace/logs" robo-safe-rl python tools/gpu_check.py',
+            'docker run --gpus all --rm -v "$PWD/logs:/workspace/logs" robo-safe-rl python tools/train.py task=ant '
+            "task.num_envs=64 device=cuda",
+            'docker run --gpus all --ipc=host --rm -v "$PWD/logs:/workspace/logs" robo-safe-rl torchrun --standalone '
+            "--nproc_per_node=4 tools/train.py device=cuda run_dir=logs/ant/ddp",
+        ],
+        "no Docker engine on the test machines (docker/Dockerfile is checked by reading)",
+    ),
 }
 #: README commands that run only where there are as many CUDA devices as they start ranks on.
-NEEDS_GPUS = {"torchrun --standalone --nproc_per_node=4 tools/train.py device=cuda": 4}
+NEEDS_GPUS = {"torchrun --standalone --nproc_per_node=4 tools/train.py device=cuda": 4, "python tools/gpu_check.py": 1}
 
 
 @dataclass(frozen=True)
