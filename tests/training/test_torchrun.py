@@ -56,5 +56,8 @@ def test_two_cpu_ranks_agree_on_faults_of_one_rank(tmp_path: Path) -> None:
     assert recorded == injected_obs
     final = torch.load(summary["final_checkpoint"], weights_only=True)
     assert all(torch.isfinite(t).all() for t in final["actor_state_dict"].values())
+    # Only rank 0 displays: one line for the last iteration, with the counters summed over both ranks.
+    last = [line for line in done.stdout.splitlines() if line.startswith("iteration 4/4 |")]
+    assert len(last) == 1 and "rollbacks 1" in last[0] and "skipped steps 2" in last[0], done.stdout[-2000:]
     # Only rank 0 writes incidents/ and checkpoints; rank 1 keeps its own incident folder.
     assert (run_dir / "incidents").is_dir() and (run_dir / "incidents_rank1").is_dir()
