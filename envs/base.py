@@ -27,8 +27,9 @@ Deliberate differences from the reference:
 - After a step left a non-finite state, ``reset()`` rebuilds the world first: PyBullet 3.2.7 cannot be reset in
   place after a NaN (see :meth:`LocomotionEnv.rebuild_simulation`).
 - Episodes are not time-limited here; the gymnasium registration adds ``TimeLimit``.
-- ``render()`` uses PyBullet's software renderer (ER_TINY_RENDERER), which works headless; the reference asks for
-  the OpenGL one. Same camera: 3 m from the torso, yaw 0, pitch -30 degrees, 60 degree field of view.
+- ``render()`` uses PyBullet's EGL plugin when it loads and is faster, else its software renderer
+  (ER_TINY_RENDERER); both work headless (:mod:`robosafe_tasks.render`). The reference asks for the OpenGL one. Same
+  camera: 3 m from the torso, yaw 0, pitch -30 degrees, 60 degree field of view.
 - Each env owns one DIRECT client; the reference's default connect tries shared memory first.
 """
 
@@ -45,7 +46,7 @@ import gymnasium
 import numpy as np
 import pybullet
 
-from robosafe_tasks import physics
+from robosafe_tasks import physics, render
 from robosafe_tasks.spec import WalkerSpec
 from robosafe_tasks.state import StateQuery, check_limits, validate_state
 
@@ -109,6 +110,8 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self.render_width = render_width
         self.render_height = render_height
         self.settings = settings if settings is not None else physics.PhysicsSettings()
+        # The frame rate of a video is the control rate of this env's own settings, not of the defaults.
+        self.metadata = {**self.metadata, "render_fps": 1.0 / self.settings.dt}
         # What a pickled env is rebuilt from (see __getstate__).
         self._init_kwargs: dict[str, Any] = {
             "render_mode": render_mode,
@@ -118,6 +121,7 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         }
         self._closed = False
         self._client = physics.NO_CLIENT
+        self._renderer: tuple[int, str] | None = None  # (client, "egl" or "tiny") of a rendering env
         self._build_world()
 
         n = len(self.action_names)
@@ -153,9 +157,12 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             pybullet.resetSimulation(physicsClientId=self._client)
         else:
             physics.release_client(self._client, self._forget_client)
+            self._renderer = None  # a new client (maybe with the old id) has no renderer plugin yet
             self._client = physics.connect_direct()
             physics.claim_client(self._client, self._forget_client)
         c = self._client
+        if self.render_mode == "rgb_array" and self._renderer is None:
+            self._renderer = (c, render.attach(c))  # before the bodies: the EGL plugin only draws what loads after it
         physics.configure_engine(c, self.settings)
         self._ground = physics.load_stadium(c, self.settings)
         self._robot = physics.load_mjcf_robot(c, self.walker.mjcf_file)
@@ -422,16 +429,23 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         proj = pybullet.computeProjectionMatrixFOV(
             fov=60.0, aspect=self.render_width / self.render_height, nearVal=0.1, farVal=100.0, physicsClientId=c
         )
-        _, _, rgba, _, _ = pybullet.getCameraImage(
-            self.render_width,
-            self.render_height,
-            viewMatrix=view,
-            projectionMatrix=proj,
-            renderer=pybullet.ER_TINY_RENDERER,
-            physicsClientId=c,
-        )
+        # The EGL plugin, once loaded, renders whatever the flag says, and may print on the way.
+        with self._egl_quiet():
+            _, _, rgba, _, _ = pybullet.getCameraImage(
+                self.render_width,
+                self.render_height,
+                viewMatrix=view,
+                projectionMatrix=proj,
+                renderer=pybullet.ER_TINY_RENDERER,
+                physicsClientId=c,
+            )
         image = np.asarray(rgba, dtype=np.uint8).reshape(self.render_height, self.render_width, 4)
         return np.ascontiguousarray(image[:, :, :3])
+
+    def _egl_quiet(self) -> contextlib.AbstractContextManager[None]:
+        """:func:`robosafe_tasks.render.quiet` when this env's client renders with the EGL plugin (which prints)."""
+        egl = self._renderer is not None and self._renderer[1] == "egl"
+        return render.quiet() if egl else contextlib.nullcontext()
 
     def close(self) -> None:
         """Disconnect this env's physics client and free it. Safe to call more than once; afterwards ``step``,
@@ -441,7 +455,8 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         physics.release_client(client, self._forget_client)
         # A client killed behind our back (break_simulation) is already gone; disconnecting it again would raise.
         if physics.is_connected(client):
-            pybullet.disconnect(physicsClientId=client)
+            with self._egl_quiet():
+                pybullet.disconnect(physicsClientId=client)
 
     def __del__(self) -> None:
         # Envs are cheap to forget in notebooks and tests; do not leak one physics world per forgotten env.

@@ -35,14 +35,15 @@ from robo_safe_rl.apps.preflight import check_resume_layout, check_run_dir
 from robo_safe_rl.apps.resume import prepare_resume
 from robo_safe_rl.apps.run_log import RunLog
 from robo_safe_rl.apps.summary import build_summary, write_summary
+from robo_safe_rl.apps.video import TrainingClips, clip_env_maker
 from robo_safe_rl.config.compose import compose, config_groups
 from robo_safe_rl.config.keys import check_node, check_overrides
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.display import Display, make_display
-from robo_safe_rl.training.env_builder import build_vec_env, check_task
-from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg, check_logger
+from robo_safe_rl.training.env_builder import build_vec_env, check_task, task_env_factory
+from robo_safe_rl.training.rsl_cfg import OBS_GROUPS, build_rsl_rl_cfg, check_logger
 from robo_safe_rl.training.runner import SafeRunner
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,7 @@ def train(
     started = time.monotonic()
     vec_env = None
     runner: SafeRunner | None = None
+    clips = _training_clips(cfg, run_dir) if rank == 0 else None
     error: BaseException | None = None
     learning = False  # a summary describes a run that started learning (a refused resume leaves the run's own)
     if display is None:
@@ -188,6 +190,7 @@ def train(
             policy_faults=cfg.faults.policy,
             files=run_dir,
             display=display,
+            on_iteration=clips,
         )
         if checkpoint is not None:
             try:
@@ -227,11 +230,21 @@ def train(
                 write=rank == 0 and learning,
             )
         finally:
+            if clips is not None:
+                clips.close()
             if vec_env is not None:
                 vec_env.close()
             if runner is not None and runner.is_distributed and torch.distributed.is_initialized():
                 torch.distributed.destroy_process_group()
     return summary
+
+
+def _training_clips(cfg: TrainConfig, run_dir: RunDir) -> TrainingClips | None:
+    """The recorder of ``video.interval``'s clips, ``None`` when it is off."""
+    if cfg.video.interval <= 0:
+        return None
+    (group,) = OBS_GROUPS["actor"]
+    return TrainingClips(cfg.video, run_dir, clip_env_maker(task_env_factory(cfg)), group, cfg.seed)
 
 
 def _write_summary(run_dir: RunDir, runner: SafeRunner | None, *, error: BaseException | None, **kwargs: Any) -> dict:

@@ -21,6 +21,7 @@ from robo_safe_rl.config.display import DisplayMode
 from robo_safe_rl.config.grad_guard import GradFaultCfg, GradGuardCfg
 from robo_safe_rl.config.recovery import PolicyFaultConfig, RecoveryConfig
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
+from robo_safe_rl.config.video import VideoConfig
 
 
 @dataclass
@@ -92,6 +93,7 @@ class TrainConfig:
     critic: CriticConfig = field(default_factory=CriticConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
+    video: VideoConfig = field(default_factory=VideoConfig)
     seed: int = 1
     """Seeds torch, numpy and the env resets (env i of rank r gets seed + 1000 r + i). In [0, 2**32 - 1]."""
     torch_threads: int = 1

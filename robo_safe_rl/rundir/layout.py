@@ -41,6 +41,14 @@ GIT_DIR = "git"
 """rsl-rl's record of the code state (its logger writes it when learning starts)."""
 TENSORBOARD_EVENTS = "events.out.tfevents.*"
 """TensorBoard's event files (rsl-rl's logger writes them into the run directory)."""
+VIDEOS_DIR = "videos"
+"""Clips recorded during training (``video.interval``), ``video_<iter>.mp4``."""
+EXPORT_DIR = "exported"
+"""Where ``tools/export.py`` writes by default, beside the checkpoint it exports (Isaac Lab's play does the same)."""
+POLICY_JIT_FILE = "policy.pt"
+"""The exported policy as TorchScript (rsl-rl's ``export_policy_to_jit`` name)."""
+POLICY_ONNX_FILE = "policy.onnx"
+"""The exported policy as ONNX (rsl-rl's ``export_policy_to_onnx`` name)."""
 
 #: Files whose presence means a run was started here (Hydra's record and an empty incidents folder do not: a
 #: configuration rejected before training leaves them).
@@ -50,6 +58,11 @@ RUN_FILES: tuple[str, ...] = (CONFIG_FILE, TRAIN_CFG_FILE, SUMMARY_FILE, EVENTS_
 def checkpoint_name(iteration: int) -> str:
     """``model_<iteration>.pt``."""
     return f"model_{int(iteration)}.pt"
+
+
+def video_name(iteration: int) -> str:
+    """``video_<iteration>.mp4``: the clip recorded after that training iteration, in :data:`VIDEOS_DIR`."""
+    return f"video_{int(iteration)}.mp4"
 
 
 def checkpoint_iteration(path: str | Path) -> int | None:

@@ -63,6 +63,8 @@ class RunDir:
         train_log_path: The run's log (what training showed, and its log records).
         repro_dir: Where diagnose writes reproduction scripts.
         vet_incidents_dir: Where vetting a checkpoint of this folder records its incidents.
+        videos_dir: The clips recorded during training.
+        export_dir: Where ``tools/export.py`` writes a policy of this folder by default.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -74,6 +76,8 @@ class RunDir:
         self.train_log_path = self.root / layout.TRAIN_LOG
         self.repro_dir = self.root / layout.REPRO_DIR
         self.vet_incidents_dir = self.root / layout.VET_INCIDENTS_DIR
+        self.videos_dir = self.root / layout.VIDEOS_DIR
+        self.export_dir = self.root / layout.EXPORT_DIR
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.root)!r})"
@@ -91,6 +95,10 @@ class RunDir:
     def checkpoint(self, iteration: int) -> Path:
         """The checkpoint of ``iteration``."""
         return self.root / layout.checkpoint_name(iteration)
+
+    def video(self, iteration: int) -> Path:
+        """The clip recorded after ``iteration``."""
+        return self.videos_dir / layout.video_name(iteration)
 
     def checkpoints(self) -> list[Path]:
         """The ``model_<iter>.pt`` files, in iteration order (numerically: ``model_9`` before ``model_10``); empty

@@ -4,6 +4,11 @@ rsl-rl's ``EmpiricalNormalization`` does not clip: one observation far outside t
 glitch, a physics spike that stayed finite) reaches the network as a huge input, and an overflow there turns the
 policy's output non-finite. Clipping the normalised input to ``[-obs_clip, obs_clip]`` (Stable-Baselines3's
 ``VecNormalize`` default is 10) bounds what any single observation can do.
+
+rsl-rl's exporters (``as_jit``, ``as_onnx``) do not call ``get_latent``: their wrappers copy ``obs_normalizer`` and
+``mlp`` and run them in turn, so an exported ClippedMLPModel would silently lose its clip and act differently from
+the trained policy on exactly the observations the clip is for. The exports here put the clip back, after the
+normaliser, inside the exported graph.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 
 import torch
 from rsl_rl.models import MLPModel
+from torch import nn
 from tensordict import TensorDict
 
 from robo_safe_rl.errors import ConfigError
@@ -37,3 +43,45 @@ class ClippedMLPModel(MLPModel):
         """The normalised observation, clamped. Shape: (batch, obs_dim)."""
         latent = super().get_latent(obs, masks, hidden_state)
         return latent if self.obs_clip is None else latent.clamp(-self.obs_clip, self.obs_clip)
+
+    def as_jit(self) -> nn.Module:
+        """rsl-rl's TorchScript-ready copy, with the clip in it. Input shape: (batch, obs_dim)."""
+        return self._with_clip(super().as_jit())
+
+    def as_onnx(self, verbose: bool = False) -> nn.Module:
+        """rsl-rl's ONNX-ready copy, with the clip in it. Input shape: (batch, obs_dim)."""
+        return self._with_clip(super().as_onnx(verbose))
+
+    def _with_clip(self, exported: nn.Module) -> nn.Module:
+        """``exported`` with ``obs_normalizer`` followed by the clip (the order of :meth:`get_latent`).
+
+        Raises:
+            ConfigError: If rsl-rl's export wrapper has no ``obs_normalizer`` to follow (another rsl-rl version):
+                exporting without the clip would give a policy that acts differently.
+        """
+        if self.obs_clip is None:
+            return exported
+        normalizer = getattr(exported, "obs_normalizer", None)
+        if not isinstance(normalizer, nn.Module):
+            raise ConfigError(
+                f"cannot export {type(self).__name__} with obs_clip={self.obs_clip}: rsl-rl's {type(exported).__name__} "
+                "has no obs_normalizer module to put the clip after (an rsl-rl version this code does not know)"
+            )
+        exported.obs_normalizer = nn.Sequential(normalizer, ObsClip(self.obs_clip))
+        return exported
+
+
+class ObsClip(nn.Module):
+    """Clamp to ``[-bound, bound]``, as a module (TorchScript and ONNX export it as one clip operation).
+
+    Args:
+        bound: The clip bound, > 0.
+    """
+
+    def __init__(self, bound: float) -> None:
+        super().__init__()
+        self.bound = float(bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Shape: any; the same out."""
+        return x.clamp(-self.bound, self.bound)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,6 +72,9 @@ class SafeRunner(OnPolicyRunner):
             (``robo_safe_rl.rundir.RunDir(log_dir)``).
         display: Shows each iteration on the console (rank 0 with a ``log_dir`` only, as in rsl-rl); ``None``:
             rsl-rl's block, as ``OnPolicyRunner`` prints it (``robo_safe_rl.training.display.make_display``).
+        on_iteration: Called after every good iteration (after its checkpoint) with the iteration and the actor,
+            in training mode: what the app wants done with the current policy (``video.interval``'s clips). It must
+            not change the actor.
 
     Raises:
         ValueError: If ``log_dir`` is given without ``files``.
@@ -86,11 +90,13 @@ class SafeRunner(OnPolicyRunner):
         policy_faults: PolicyFaultConfig | None = None,
         files: RunFiles | None = None,
         display: Display | None = None,
+        on_iteration: Callable[[int, torch.nn.Module], None] | None = None,
     ) -> None:
         if log_dir is not None and files is None:
             raise ValueError(f"SafeRunner(log_dir={log_dir!r}) needs files= to name its checkpoints and events")
         super().__init__(env, train_cfg, log_dir, device)
         self.files = files
+        self.on_iteration = on_iteration
         self.recovery_cfg = recovery or RecoveryConfig()
         self.recovery = Recovery(self.recovery_cfg.lr_factor, self.recovery_cfg.max_rollbacks, log_dir)
         self.policy_faults = PolicyFaults(policy_faults or PolicyFaultConfig())
@@ -260,6 +266,8 @@ class SafeRunner(OnPolicyRunner):
                 self.recovery.take(self.alg, it)
             if self.logger.writer is not None and save_now:
                 self.save(str(self.files.checkpoint(it)))  # type: ignore[union-attr]  (a writer means files)
+            if self.on_iteration is not None:
+                self.on_iteration(it, self.alg.get_policy())
             it += 1
         self.next_iteration = total_it
 
