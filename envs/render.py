@@ -45,9 +45,10 @@ _PLUGIN_ENTRY = "_eglRendererPlugin"
 #: Seconds the probe may take (a Python start, PyBullet's import, two dozen frames); a hung EGL driver gives up.
 _PROBE_TIMEOUT_S = 120.0
 _PROBE_MARK = "robosafe-render-probe "
-# The probe: the Ant on the stadium floor at 320x240 from the tasks' camera, 20 frames per renderer after one to warm
+# The probe: the Ant on the stadium floor at 320x240 from the tasks' camera, 10 frames per renderer after one to warm
 # up, median frame time, one client per renderer (the plugin is loaded before the bodies, see attach). It prints one
-# marked JSON line; anything else it prints (EGL's banner) is ignored.
+# marked JSON line, after a line break: PyBullet's warnings end without one. Anything else it prints (EGL's banner,
+# the warnings) is ignored.
 _PROBE_SCRIPT = f"""
 import json, os, statistics, sys, time
 import numpy, pybullet as p, pybullet_data
@@ -70,7 +71,7 @@ def frame_ms(egl):
     return statistics.median(times[1:])
 tiny = frame_ms(False)
 egl = frame_ms(True)
-print("{_PROBE_MARK}" + json.dumps({{"tiny_ms": tiny, "egl_ms": egl}}), flush=True)
+print("\\n{_PROBE_MARK}" + json.dumps({{"tiny_ms": tiny, "egl_ms": egl}}), flush=True)
 """
 
 
