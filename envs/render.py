@@ -12,7 +12,7 @@ Facts measured with PyBullet 3.2.7:
   is first tried in a subprocess (:func:`probe`, once per process), and only loaded here when that one survived.
 - With Mesa's software EGL (llvmpipe, no GPU), it loads but is no faster than the tiny renderer: frame times of the
   Ant at 320x240 on this project's CPU machine are in README's video section. ``auto`` therefore takes EGL only when
-  the probe measured it faster.
+  the probe measured it clearly faster.
 - The plugin writes its OpenGL banner and some notices (``ven = ...``, ``Destroy EGL OpenGL window.``) to the C-level
   standard output, where they would corrupt a tool's JSON output; calls that may print run under :func:`quiet`,
   which points file descriptor 1 at standard error meanwhile.
@@ -45,6 +45,9 @@ _PLUGIN_ENTRY = "_eglRendererPlugin"
 #: Seconds the probe may take (a Python start, PyBullet's import, two dozen frames); a hung EGL driver gives up.
 _PROBE_TIMEOUT_S = 120.0
 _PROBE_MARK = "robosafe-render-probe "
+#: ``auto`` takes EGL when its frame takes less than this fraction of the tiny renderer's: on a loaded CPU machine the
+#: two measured within +-15% of each other from run to run, and the choice should not flip between runs.
+_CLEARLY_FASTER = 0.8
 # The probe: the Ant on the stadium floor at 320x240 from the tasks' camera, 10 frames per renderer after one to warm
 # up, median frame time, one client per renderer (the plugin is loaded before the bodies, see attach). It prints one
 # marked JSON line, after a line break: PyBullet's warnings end without one. Anything else it prints (EGL's banner,
@@ -140,7 +143,7 @@ def chosen() -> str:
     if found.egl_ms is None:
         logger.info("rendering with PyBullet's tiny renderer: %s", found.reason)
         return "tiny"
-    faster = found.tiny_ms is None or found.egl_ms < found.tiny_ms
+    faster = found.tiny_ms is None or found.egl_ms < _CLEARLY_FASTER * found.tiny_ms
     choice = "egl" if asked == "egl" or faster else "tiny"
     logger.info(
         "rendering with %s (frame at 320x240: EGL %.1f ms, tiny %.1f ms)",

@@ -142,7 +142,9 @@ def record(env: gym.Env, act: Callable[[np.ndarray], np.ndarray], writer: VideoW
     while writer.frames < frames:
         action = act(obs)
         if not all_finite(action):
-            log.warning("video %s stopped at frame %d: the policy emitted a non-finite action", writer.path, writer.frames)
+            log.warning(
+                "video %s stopped at frame %d: the policy emitted a non-finite action", writer.path, writer.frames
+            )
             break
         obs, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 from rsl_rl.models import MLPModel
-from torch import nn
 from tensordict import TensorDict
+from torch import nn
 
 from robo_safe_rl.errors import ConfigError
 
@@ -64,8 +64,9 @@ class ClippedMLPModel(MLPModel):
         normalizer = getattr(exported, "obs_normalizer", None)
         if not isinstance(normalizer, nn.Module):
             raise ConfigError(
-                f"cannot export {type(self).__name__} with obs_clip={self.obs_clip}: rsl-rl's {type(exported).__name__} "
-                "has no obs_normalizer module to put the clip after (an rsl-rl version this code does not know)"
+                f"cannot export {type(self).__name__} with obs_clip={self.obs_clip}: rsl-rl's "
+                f"{type(exported).__name__} has no obs_normalizer module to put the clip after (an rsl-rl version this "
+                "code does not know)"
             )
         exported.obs_normalizer = nn.Sequential(normalizer, ObsClip(self.obs_clip))
         return exported

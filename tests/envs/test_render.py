@@ -75,7 +75,9 @@ def test_egl_prints_nothing_on_the_standard_output(egl: render.Probe) -> None:
         "print(json.dumps({'shape': list(frame.shape)}))\n"
     )
     env = {**os.environ, render.RENDERER_ENV: "egl", "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tools")])}
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == {"shape": [240, 320, 3]}  # the plugin's banner went to stderr
     assert "EGL" in done.stderr
