@@ -63,8 +63,7 @@ NOT_RUN = {
     **dict.fromkeys(
         [
             "docker build -f docker/Dockerfile -t robo-safe-rl .",
-            "docker build -f docker/Dockerfile -t robo-safe-rl:cu128 --build-arg "
-            'TORCH_INDEX="$CUDA128_WHEEL_INDEX" .',
+            'docker build -f docker/Dockerfile -t robo-safe-rl:cu128 --build-arg TORCH_INDEX="$CUDA128_WHEEL_INDEX" .',
             'docker run --gpus all --rm -v "$PWD/logs:/workspace/logs" robo-safe-rl python tools/gpu_check.py',
             'docker run --gpus all --rm -v "$PWD/logs:/workspace/logs" robo-safe-rl python tools/train.py task=ant '
             "task.num_envs=64 device=cuda",
