@@ -3,6 +3,9 @@
 Registered ids (each with ``max_episode_steps=1000``, so gymnasium's ``TimeLimit`` truncates):
 
 - ``RoboSafe/Ant-v0``: :class:`robosafe_tasks.ant.AntEnv`, pybullet_envs' ``AntBulletEnv-v0``.
+- ``RoboSafe/HalfCheetah-v0``: :class:`robosafe_tasks.half_cheetah.HalfCheetahEnv`, ``HalfCheetahBulletEnv-v0``.
+- ``RoboSafe/Hopper-v0``: :class:`robosafe_tasks.hopper.HopperEnv`, ``HopperBulletEnv-v0``.
+- ``RoboSafe/Walker2D-v0``: :class:`robosafe_tasks.walker2d.Walker2DEnv`, ``Walker2DBulletEnv-v0``.
 
 This package imports neither rsl-rl nor ``robo_safe_rl``.
 """
@@ -12,7 +15,12 @@ from __future__ import annotations
 import gymnasium
 
 #: Task ids registered by this package, mapped to their entry points.
-TASKS: dict[str, str] = {"RoboSafe/Ant-v0": "robosafe_tasks.ant:AntEnv"}
+TASKS: dict[str, str] = {
+    "RoboSafe/Ant-v0": "robosafe_tasks.ant:AntEnv",
+    "RoboSafe/HalfCheetah-v0": "robosafe_tasks.half_cheetah:HalfCheetahEnv",
+    "RoboSafe/Hopper-v0": "robosafe_tasks.hopper:HopperEnv",
+    "RoboSafe/Walker2D-v0": "robosafe_tasks.walker2d:Walker2DEnv",
+}
 
 #: Episode length of every task, in env steps (the pybullet_envs registrations use 1000).
 MAX_EPISODE_STEPS = 1000

@@ -12,6 +12,12 @@ exactly, quirks included, so that returns compare with published pybullet_envs n
 - Link positions are PyBullet's cached link transforms (``getLinkState`` without ``computeForwardKinematics``),
   which lag the base by one substep after ``stepSimulation``; steady motion is unaffected, a step that starts a
   motion sees 3/4 of it in the links.
+- The torso is the base of a floating-base robot (the Ant), and for the planar robots (Hopper, Walker2D,
+  HalfCheetah) the link ``torso``, carried over a fixed base at the origin by three free root joints (x slide,
+  z slide, pitch hinge): its pose is the cached link transform, its speed is computed (``computeLinkVelocity``), and
+  the fixed base is not one of the body-centre parts (the reference's parts dict files the link ``torso`` under the
+  key where it first put the base). The root joints are not observed or actuated; each reset restores them to the
+  loaded pose at rest.
 - Electricity and stall costs use the action as given, not the clipped one (the torques use the clipped one), and
   the joint speeds scaled by 0.1 as in the observation (before its clipping to [-5, 5]). They are computed in
   float64 where the reference multiplies float32 arrays (a difference of ~1e-7 relative).
@@ -129,8 +135,6 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         obs_dim = 8 + 2 * n + len(self.walker.foot_names)
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
 
-        # torque = power * power_coef * clip(a): the product is formed first, as in WalkerBase.apply_action.
-        self._torque_scale = self.walker.power * self.walker.power_coef
         self._action_shape = self.action_space.shape
         self._target_x, self._target_y = self.walker.walk_target
         self._dt = self.settings.dt
@@ -169,20 +173,43 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self.joints = physics.find_motor_joints(c, self._robot)
         self.action_names: list[str] = list(self.joints.names)
         self._motor_ids = self.joints.indices
+        self._torque_scale = self._torque_scales()
+        w = self.walker
+        # The torso: the base (None), or a link carried by the planar root joints over a fixed base at the origin.
+        self._torso = None if w.torso_link is None else physics.find_links(c, self._robot, (w.torso_link,))[0]
+        self._root_ids = physics.find_joints(c, self._robot, w.root_joints)
         self._joint_mid = (0.5 * (self.joints.lower + self.joints.upper)).tolist()
         self._joint_span = (self.joints.upper - self.joints.lower).tolist()
         feet = physics.find_links(c, self._robot, self.walker.foot_names)
         self._foot_slot = {link: i for i, link in enumerate(feet)}
-        # Every link is a "part" in the reference's body-centre mean, plus the base and the floor.
+        # Every link is a "part" in the reference's body-centre mean, plus the floor, plus the base when it is the
+        # torso. (The reference's addToScene files the base under the robot's name "torso" at the first joint; a
+        # link named "torso", as in the planar robots, replaces that entry, so their fixed base is no part.)
         self._link_ids = list(range(pybullet.getNumJoints(self._robot, physicsClientId=c)))
         floor_pos, _ = pybullet.getBasePositionAndOrientation(self._ground, physicsClientId=c)
         self._floor_x, self._floor_y = floor_pos[0], floor_pos[1]
-        self._num_parts = len(self._link_ids) + 2
+        self._num_parts = len(self._link_ids) + (2 if self._torso is None else 1)
         # The loaded pose, restored by every reset; restoreState also drops the contact cache of the last episode,
         # so an episode does not depend on what ran before it.
         self._initial_state = pybullet.saveState(physicsClientId=c)
         self._state_finite = True
         self._last_query: StateQuery | None = None
+
+    def _torque_scales(self) -> float | np.ndarray:
+        """``power * power_coef`` per motor (the product formed first, as in ``WalkerBase.apply_action``).
+
+        One float when every motor shares it (the Ant, the Hopper): a float32 action then gives float32 torques
+        (numpy 2 keeps a Python float weak), as the Ant always had; else a float64 array, one entry per motor.
+
+        Raises:
+            ValueError: If ``walker.joint_power_coefs`` names a joint that is not a motor of the robot.
+        """
+        w = self.walker
+        unknown = sorted(set(w.joint_power_coefs) - set(self.action_names))
+        if unknown:
+            raise ValueError(f"joint_power_coefs names {unknown}, which are not motors; motors: {self.action_names}")
+        scales = [w.power * w.joint_power_coefs.get(name, w.power_coef) for name in self.action_names]
+        return scales[0] if len(set(scales)) == 1 else np.array(scales, dtype=np.float64)
 
     def _forget_client(self, client: int) -> None:
         """Called when another env was handed the (dead) client id ``client``: never touch that world."""
@@ -221,9 +248,18 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         """The body id of the floor in :attr:`client_id`."""
         return self._ground
 
+    @property
+    def observed_feet_contact(self) -> list[float]:
+        """The foot contacts the current observation shows (those after the previous step), one 0.0 or 1.0 per foot.
+
+        What the reference's ``alive_bonus`` sees too: it runs before the contacts are updated.
+        """
+        return self._feet_contact_shown
+
     @abstractmethod
     def alive_bonus(self, z: float, pitch: float) -> float:
-        """Reward for staying up: +1 while alive, -1 when the episode must end (``WalkerBase.alive_bonus``).
+        """Reward for staying up: +1 while alive, -1 when it fell (``WalkerBase.alive_bonus``); with
+        ``walker.fall_ends_episode`` -1 also ends the episode.
 
         Args:
             z: Torso height in m.
@@ -261,7 +297,7 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self._feet_contact = [0.0] * len(self._feet_contact)
         self._feet_contact_shown = list(self._feet_contact)
         self._elapsed_steps = 0
-        self._initial_z = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)[0][2]
+        self._initial_z = self._torso_position()[2]
         obs = self._observe(self._feet_contact)
         self._potential = -self._walk_target_dist / self._dt
         return obs, {}
@@ -314,7 +350,7 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
 
         # obs[0] + initial_z rather than the torso z: the reference judges the float32 observation entry.
         alive = self.alive_bonus(float(obs[0]) + self._initial_z, self._pitch)
-        terminated = alive < 0.0 or not self._state_finite
+        terminated = (alive < 0.0 and w.fall_ends_episode) or not self._state_finite
         potential_old = self._potential
         self._potential = -self._walk_target_dist / self._dt
         progress = float(self._potential - potential_old)
@@ -350,19 +386,30 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         """
         c, robot = self._client, self._robot
         states = pybullet.getJointStates(robot, self._motor_ids, physicsClientId=c)
-        pos, orn = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)
-        lin, ang = pybullet.getBaseVelocity(robot, physicsClientId=c)
         links = pybullet.getLinkStates(robot, self._link_ids, physicsClientId=c)
+        if self._torso is None:
+            pos, orn = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)
+            lin, ang = pybullet.getBaseVelocity(robot, physicsClientId=c)
+        else:
+            # The reference's torso part: its pose is the cached link transform (as every part's), its speed is
+            # computed (computeLinkVelocity).
+            pos, orn = links[self._torso][:2]
+            lin, ang = pybullet.getLinkState(robot, self._torso, computeLinkVelocity=1, physicsClientId=c)[6:8]
         roll, pitch, yaw = pybullet.getEulerFromQuaternion(orn)
         # check_state() reads this record instead of querying the engine again.
         self._last_query = (pos, orn, lin, ang, states)
         x, y, z = pos
         vx, vy, vz = lin
 
-        # Body centre: mean over links (at their centre of mass), base and floor, as the reference's parts dict.
+        # Body centre: mean over the reference's parts (links at their centre of mass, the floor, the base when it is
+        # the torso); the Ant's sum keeps its order (base first).
         link_x, link_y, _ = zip(*[link[0] for link in links], strict=True)
-        body_x = (x + self._floor_x + sum(link_x)) / self._num_parts
-        body_y = (y + self._floor_y + sum(link_y)) / self._num_parts
+        if self._torso is None:
+            body_x = (x + self._floor_x + sum(link_x)) / self._num_parts
+            body_y = (y + self._floor_y + sum(link_y)) / self._num_parts
+        else:
+            body_x = (self._floor_x + sum(link_x)) / self._num_parts
+            body_y = (self._floor_y + sum(link_y)) / self._num_parts
         dx, dy = self._target_x - body_x, self._target_y - body_y
         self._walk_target_dist = math.sqrt(dy * dy + dx * dx)
         angle_to_target = math.atan2(dy, dx) - yaw
@@ -422,7 +469,7 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         if self.render_mode != "rgb_array":
             return None
         c = self._client
-        torso, _ = pybullet.getBasePositionAndOrientation(self._robot, physicsClientId=c)
+        torso = self._torso_position()
         view = pybullet.computeViewMatrixFromYawPitchRoll(
             cameraTargetPosition=torso, distance=3.0, yaw=0.0, pitch=-30.0, roll=0.0, upAxisIndex=2, physicsClientId=c
         )
@@ -495,14 +542,15 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             ``potential`` () (the progress potential after the last step), ``walk_target`` (2,) m,
             ``feet_contact`` (f,) (contacts after the last step, shown by the next observation),
             ``feet_contact_obs`` (f,) (contacts shown by the current observation), ``elapsed_steps`` () steps
-            since the reset.
+            since the reset; for a torso on root joints also ``root_joint_pos`` (r,) (m, m, rad) and ``root_joint_vel``
+            (r,) (m/s, m/s, rad/s), and ``base_*`` are the torso link's.
 
         Raises:
             pybullet.error: If the physics client is gone.
         """
         pos, orn, lin, ang, states = self._query_state()
         f64 = np.float64
-        return {
+        state = {
             "base_pos": np.array(pos, dtype=f64),
             "base_orn": np.array(orn, dtype=f64),
             "base_lin_vel": np.array(lin, dtype=f64),
@@ -516,6 +564,11 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             "feet_contact_obs": np.array(self._feet_contact_shown, dtype=f64),
             "elapsed_steps": np.array(self._elapsed_steps, dtype=f64),
         }
+        if self._root_ids:
+            roots = pybullet.getJointStates(self._robot, self._root_ids, physicsClientId=self._client)
+            state["root_joint_pos"] = np.array([s[0] for s in roots], dtype=f64)
+            state["root_joint_vel"] = np.array([s[1] for s in roots], dtype=f64)
+        return state
 
     def set_sim_state(self, state: dict[str, np.ndarray]) -> np.ndarray:
         """Restore a state from :meth:`get_sim_state` into this env's world (call after :meth:`reset`).
@@ -537,10 +590,15 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
                 state would poison the world).
             pybullet.error: If the physics client is gone.
         """
-        values = validate_state(state, len(self._motor_ids), len(self._feet_contact))
+        values = validate_state(state, len(self._motor_ids), len(self._feet_contact), len(self._root_ids))
         c, robot = self._client, self._robot
-        pybullet.resetBasePositionAndOrientation(robot, values["base_pos"], values["base_orn"], physicsClientId=c)
-        pybullet.resetBaseVelocity(robot, values["base_lin_vel"], values["base_ang_vel"], physicsClientId=c)
+        if self._root_ids:
+            # The torso's pose and velocity follow from its root joints; the base_* entries are read, not written.
+            for joint, q, qd in zip(self._root_ids, values["root_joint_pos"], values["root_joint_vel"], strict=True):
+                pybullet.resetJointState(robot, joint, float(q), float(qd), physicsClientId=c)
+        else:
+            pybullet.resetBasePositionAndOrientation(robot, values["base_pos"], values["base_orn"], physicsClientId=c)
+            pybullet.resetBaseVelocity(robot, values["base_lin_vel"], values["base_ang_vel"], physicsClientId=c)
         for joint, q, qd in zip(self._motor_ids, values["joint_pos"], values["joint_vel"], strict=True):
             pybullet.resetJointState(robot, joint, float(q), float(qd), physicsClientId=c)
         self._initial_z = float(values["initial_z"])
@@ -570,12 +628,21 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return check_limits(query, self.walker.limits, self.action_names)
 
     def _query_state(self) -> StateQuery:
-        """Query base pose, base velocity and motor joint states, as :meth:`_observe` records them."""
+        """Query torso pose, torso velocity and motor joint states, as :meth:`_observe` records them."""
         c, robot = self._client, self._robot
-        pos, orn = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)
-        lin, ang = pybullet.getBaseVelocity(robot, physicsClientId=c)
+        if self._torso is None:
+            pos, orn = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)
+            lin, ang = pybullet.getBaseVelocity(robot, physicsClientId=c)
+        else:
+            pos, orn, *_, lin, ang = pybullet.getLinkState(robot, self._torso, computeLinkVelocity=1, physicsClientId=c)
         states = pybullet.getJointStates(robot, self._motor_ids, physicsClientId=c)
         return pos, orn, lin, ang, states
+
+    def _torso_position(self) -> tuple[float, float, float]:
+        """The torso's position in m: the base's, or the torso link's centre of mass (its cached transform)."""
+        if self._torso is None:
+            return pybullet.getBasePositionAndOrientation(self._robot, physicsClientId=self._client)[0]
+        return pybullet.getLinkState(self._robot, self._torso, physicsClientId=self._client)[0]
 
     def break_simulation(self) -> None:
         """Fault injection: disconnect the physics client behind the env's back, as a crashed engine would.
@@ -589,14 +656,32 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         """Fault injection: throw the base at ``scale`` times the speed limits (a state blow-up).
 
         The linear and angular velocities are set to ``scale * base_speed`` and ``scale * base_angular_speed``
-        along the diagonal (1, 1, 1) / sqrt(3); with ``scale > 1`` :meth:`check_state` reports the base speed.
+        along the diagonal (1, 1, 1) / sqrt(3); with ``scale > 1`` :meth:`check_state` reports the base speed. A torso
+        on planar root joints moves in the x-z plane: its centre of mass gets ``scale * base_speed`` along
+        (1, 0, 1) / sqrt(2) and its pitch rate ``scale * base_angular_speed``.
 
         Args:
             scale: Multiple of the speed limits.
         """
         lim = self.walker.limits
+        c, robot = self._client, self._robot
+        self._last_query = None
+        if self._root_ids:
+            speed, rate = scale * lim.base_speed / math.sqrt(2.0), scale * lim.base_angular_speed
+            # The torso's velocity is the slides' plus the pitch rate's swing about the hinge: set the rate, read the
+            # swing, and let the slides make up the rest (the map is linear, so one correction is exact).
+            self._set_root_velocity((0.0, 0.0, rate))
+            swing = self._query_state()[2]
+            self._set_root_velocity((speed - swing[0], speed - swing[2], rate))
+            return
         unit = 1.0 / math.sqrt(3.0)
         lin = [scale * lim.base_speed * unit] * 3
         ang = [scale * lim.base_angular_speed * unit] * 3
-        pybullet.resetBaseVelocity(self._robot, lin, ang, physicsClientId=self._client)
-        self._last_query = None
+        pybullet.resetBaseVelocity(robot, lin, ang, physicsClientId=c)
+
+    def _set_root_velocity(self, velocities: tuple[float, ...]) -> None:
+        """Set the root joints' velocities (x slide m/s, z slide m/s, pitch hinge rad/s), keeping their positions."""
+        c, robot = self._client, self._robot
+        for joint, qd in zip(self._root_ids, velocities, strict=True):
+            q = pybullet.getJointState(robot, joint, physicsClientId=c)[0]
+            pybullet.resetJointState(robot, joint, q, qd, physicsClientId=c)

@@ -199,7 +199,10 @@ def find_motor_joints(client: int, robot: int) -> MotorJoints:
 
     Every joint is a motor except fixed joints, which the MJCF loader names ``jointfix*``, and joints named
     ``ignore*``. The joints' default velocity motors are disabled (VELOCITY_CONTROL with force 0) so that only the
-    torques sent each step act.
+    torques sent each step act. So are those of the ``ignore*`` joints, which stay free and unactuated, as in the
+    reference's ``addToScene``: they are the planar robots' root joints (x slide, z slide, pitch hinge), and
+    PyBullet's default motors would otherwise hold the torso in the air (measured: the Hopper's torso stays at
+    1.25 m).
 
     Args:
         client: Physics client id.
@@ -212,9 +215,12 @@ def find_motor_joints(client: int, robot: int) -> MotorJoints:
     names: list[str] = []
     lower: list[float] = []
     upper: list[float] = []
+    free: list[int] = []
     for j in range(pybullet.getNumJoints(robot, physicsClientId=client)):
         info = pybullet.getJointInfo(robot, j, physicsClientId=client)
         name = info[1].decode("utf8")
+        if name.startswith("ignore") and info[2] != pybullet.JOINT_FIXED:
+            free.append(j)
         if name.startswith(("jointfix", "ignore")) or info[2] == pybullet.JOINT_FIXED:
             continue
         indices.append(j)
@@ -224,6 +230,10 @@ def find_motor_joints(client: int, robot: int) -> MotorJoints:
     pybullet.setJointMotorControlArray(
         robot, indices, pybullet.VELOCITY_CONTROL, forces=[0.0] * len(indices), physicsClientId=client
     )
+    if free:
+        pybullet.setJointMotorControlArray(
+            robot, free, pybullet.VELOCITY_CONTROL, forces=[0.0] * len(free), physicsClientId=client
+        )
     return MotorJoints(indices, names, np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64))
 
 
@@ -248,4 +258,28 @@ def find_links(client: int, robot: int, names: tuple[str, ...]) -> list[int]:
     missing = [n for n in names if n not in by_name]
     if missing:
         raise ValueError(f"links {missing} not found in the robot; valid link names: {sorted(by_name)}")
+    return [by_name[n] for n in names]
+
+
+def find_joints(client: int, robot: int, names: tuple[str, ...]) -> list[int]:
+    """Return the joint indices of the joints called ``names``, in that order.
+
+    Args:
+        client: Physics client id.
+        robot: Body id of the robot.
+        names: Joint names, as in the MJCF file.
+
+    Returns:
+        One joint index per name.
+
+    Raises:
+        ValueError: If a name is not a joint of the robot; the message lists the valid names.
+    """
+    by_name = {
+        pybullet.getJointInfo(robot, j, physicsClientId=client)[1].decode("utf8"): j
+        for j in range(pybullet.getNumJoints(robot, physicsClientId=client))
+    }
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(f"joints {missing} not found in the robot; valid joint names: {sorted(by_name)}")
     return [by_name[n] for n in names]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,15 @@ class WalkerSpec:
         stall_torque_cost: Weight of mean action^2. Default -0.1.
         joints_at_limit_cost: Weight of the number of motor joints at their limit. Default -0.1.
         walk_target: (x, y) of the walk target in m; 1 km down the x axis. Default (1000.0, 0.0).
+        joint_power_coefs: Per-joint ``power_coef`` by joint name where it is not ``power_coef`` (the reference's
+            ``robot_specific_reset`` sets them for Walker2D's feet and each HalfCheetah joint). Default: none.
+        torso_link: Name of the torso link when the torso is not the base: the planar robots' MJCF files carry the
+            torso on three unactuated root joints (``root_joints``) over a fixed base at the origin. ``None`` (the
+            default): the base is the torso (a floating-base robot such as the Ant).
+        root_joints: The planar root joints (x slide, z slide, pitch hinge; named ``ignore*`` in the MJCF files),
+            in MJCF order; required with ``torso_link``. Default: none.
+        fall_ends_episode: Whether a negative alive bonus ends the episode (``WalkerBaseBulletEnv._isDone``);
+            ``HalfCheetahBulletEnv`` never ends an episode that way. Default True.
     """
 
     mjcf_file: str
@@ -60,7 +70,16 @@ class WalkerSpec:
     stall_torque_cost: float = -0.1
     joints_at_limit_cost: float = -0.1
     walk_target: tuple[float, float] = (1e3, 0.0)
+    joint_power_coefs: Mapping[str, float] = field(default_factory=dict)
+    torso_link: str | None = None
+    root_joints: tuple[str, ...] = ()
+    fall_ends_episode: bool = True
 
     def __post_init__(self) -> None:
         if not self.reward_bound > 0.0:
             raise ValueError(f"reward_bound must be > 0, got {self.reward_bound}")
+        if (self.torso_link is None) != (not self.root_joints):
+            raise ValueError(
+                f"torso_link and root_joints go together (a torso carried by root joints), got torso_link="
+                f"{self.torso_link!r}, root_joints={self.root_joints}"
+            )

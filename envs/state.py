@@ -19,19 +19,21 @@ from robosafe_tasks.spec import StateLimits
 StateQuery = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[Sequence]]
 
 
-def state_shapes(num_motors: int, num_feet: int) -> dict[str, tuple[int, ...]]:
+def state_shapes(num_motors: int, num_feet: int, num_root: int = 0) -> dict[str, tuple[int, ...]]:
     """Keys and shapes of a walker's simulator state record, in order.
 
     Args:
         num_motors: Number of motor joints n.
         num_feet: Number of observed feet f.
+        num_root: Number of root joints r carrying the torso (3 for the planar robots, 0 for a floating base).
 
     Returns:
-        ``base_pos`` (3,), ``base_orn`` (4,), ``base_lin_vel`` (3,), ``base_ang_vel`` (3,), ``joint_pos`` (n,),
-        ``joint_vel`` (n,), ``initial_z`` (), ``potential`` (), ``walk_target`` (2,), ``feet_contact`` (f,),
-        ``feet_contact_obs`` (f,), ``elapsed_steps`` ().
+        ``base_pos`` (3,), ``base_orn`` (4,), ``base_lin_vel`` (3,), ``base_ang_vel`` (3,) (the torso's, whether it
+        is the base or a link), ``joint_pos`` (n,), ``joint_vel`` (n,), ``initial_z`` (), ``potential`` (),
+        ``walk_target`` (2,), ``feet_contact`` (f,), ``feet_contact_obs`` (f,), ``elapsed_steps`` (), and with root
+        joints ``root_joint_pos`` (r,), ``root_joint_vel`` (r,).
     """
-    return {
+    shapes: dict[str, tuple[int, ...]] = {
         "base_pos": (3,),
         "base_orn": (4,),
         "base_lin_vel": (3,),
@@ -45,15 +47,21 @@ def state_shapes(num_motors: int, num_feet: int) -> dict[str, tuple[int, ...]]:
         "feet_contact_obs": (num_feet,),
         "elapsed_steps": (),
     }
+    if num_root:
+        shapes.update(root_joint_pos=(num_root,), root_joint_vel=(num_root,))
+    return shapes
 
 
-def validate_state(state: Mapping[str, np.ndarray], num_motors: int, num_feet: int) -> dict[str, np.ndarray]:
+def validate_state(
+    state: Mapping[str, np.ndarray], num_motors: int, num_feet: int, num_root: int = 0
+) -> dict[str, np.ndarray]:
     """Check a state record before it is written into a world, and convert it to float64 arrays.
 
     Args:
         state: A record as ``LocomotionEnv.get_sim_state`` returns it (extra keys are ignored).
         num_motors: Number of motor joints of the task.
         num_feet: Number of observed feet of the task.
+        num_root: Number of root joints of the task.
 
     Returns:
         The record's arrays as float64, keyed as :func:`state_shapes`.
@@ -62,7 +70,7 @@ def validate_state(state: Mapping[str, np.ndarray], num_motors: int, num_feet: i
         ValueError: If a key is missing, an array has the wrong shape, or a value is NaN or Inf (written into the
             engine, it would poison the whole world).
     """
-    shapes = state_shapes(num_motors, num_feet)
+    shapes = state_shapes(num_motors, num_feet, num_root)
     missing = [key for key in shapes if key not in state]
     if missing:
         raise ValueError(f"sim state lacks keys {missing}; expected the keys {list(shapes)}")
