@@ -26,13 +26,28 @@ HOPPER_MIN_TORSO_Z = 0.8
 HOPPER_MAX_PITCH = 1.0
 
 HOPPER_LIMITS = StateLimits(
-    base_height=(0.0, 5.0),
+    # The torso capsule has radius 0.05 m: its centre of mass below the floor surface means it is passing through
+    # the floor (what a poisoned world does). Measured up to 1.32 m; 10 m is far above any hop of 75 N m legs.
+    base_height=(0.0, 10.0),
+    # Measured over 20 episodes of uniform and of bang-bang random actions (episodes of 5 to 30 steps, mostly falls):
+    # torso speed <= 8.2 m/s, torso angular speed <= 34 rad/s, joint speed <= 49 rad/s. The bounds leave room for
+    # strong learned hops and hard falls.
     base_speed=20.0,
-    base_angular_speed=50.0,
+    base_angular_speed=80.0,
+    # Below PyBullet's 100 rad/s cap on multibody joint speeds (see ant.py), or it could never fire.
     joint_speed=80.0,
 )
 
-HOPPER_REWARD_BOUND = 200.0
+# |reward| of one step for any state within HOPPER_LIMITS and an action in [-1, 1], term by term (as ant.py):
+# - alive: +-1.
+# - progress: at most the body centre's speed, the mean of 11 points (10 link centres of mass, the fixed floor
+#   origin; the fixed base is no part), so at most 10/11 of the fastest point's. Link centres of mass lie within
+#   1.25 m of the torso's (the root joints' dummy links sit at the hinge, 1.25 m below it), and a chain of motor joints
+#   carries a point at most 0.96 + 0.51 + 0.07 = 1.53 m (thigh, leg, foot joint to the farthest centre of mass beyond
+#   each): 20 m/s + 80 rad/s * 1.25 m + 80 rad/s * 1.53 m = 243 m/s; 10/11 of it is 221.
+# - electricity: 2.0 * 0.1 * 80 = 16; stall torque: 0.1; joints at their limit: 0.1 * 3 = 0.3.
+# Total 239; the bound leaves room on top and is still ~40x what a step earns (|reward| <= 6.9 measured, above).
+HOPPER_REWARD_BOUND = 300.0
 
 HOPPER_SPEC = WalkerSpec(
     mjcf_file="hopper.xml",
