@@ -1,5 +1,7 @@
 """Train a locomotion policy with PPO: `python tools/train.py task=ant algo=ppo runner.max_iterations=200 seed=3`.
 
+`python tools/train.py --list-tasks` prints the tasks: name, gymnasium id, observation and action sizes.
+
 Any key of configs/train.yaml can be overridden on the command line (Hydra syntax); see README.md.
 """
 
@@ -12,7 +14,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
-from robo_safe_rl.apps.train import run
+from robo_safe_rl.apps.train import LIST_TASKS, run
+from robo_safe_rl.apps.train import main as train_main
 from robo_safe_rl.config.compose import TRAIN_CONFIG, config_groups, config_source
 from robo_safe_rl.config.keys import check_overrides
 from robo_safe_rl.config.schema import register_configs
@@ -33,6 +36,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if LIST_TASKS in sys.argv[1:]:  # before Hydra, which would take it for an unknown flag and make a run directory
+        sys.exit(train_main(sys.argv[1:]))
     # Keys the schema does not know fail here, before Hydra makes a run directory; Hydra would add a `+key` silently.
     try:
         check_overrides(

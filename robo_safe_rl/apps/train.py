@@ -48,6 +48,9 @@ from robo_safe_rl.training.runner import SafeRunner
 
 log = logging.getLogger(__name__)
 
+#: The flag that lists the tasks instead of training.
+LIST_TASKS = "--list-tasks"
+
 
 def resolve_device(spec: str) -> str:
     """Turn ``auto`` into ``cuda`` or ``cpu``; under torchrun a CUDA rank gets ``cuda:LOCAL_RANK``.
@@ -337,10 +340,20 @@ def _train(cfg: TrainConfig, resolved: dict[str, Any], start: RunStart, display:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Train from Hydra override strings (``["task=ant", "runner.max_iterations=5"]``); returns the exit code."""
+    """Train from Hydra override strings (``["task=ant", "runner.max_iterations=5"]``); returns the exit code.
+
+    ``["--list-tasks"]`` prints the tasks (name, gymnasium id, observation and action sizes) instead.
+    """
     from hydra.errors import HydraException
 
     overrides = list(argv or [])
+    if LIST_TASKS in overrides:
+        if overrides != [LIST_TASKS]:
+            print(f"train: {LIST_TASKS} takes no other arguments, got {overrides}", file=sys.stderr)
+            return 2
+        from robo_safe_rl.apps.task_list import list_tasks
+
+        return list_tasks()
     try:
         check_overrides(overrides, config_groups())
         node = compose(overrides)

@@ -1,0 +1,74 @@
+"""``python tools/train.py --list-tasks``: each task of ``configs/task/`` with its gymnasium id and sizes.
+
+Each task's config is composed as a run would compose it (``task=<name>``) and its env made once (``gymnasium.make``
+with the task's ``env_kwargs``) to read the observation and action sizes; nothing else is built or written.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import gymnasium
+
+from robo_safe_rl.config.compose import compose, config_source
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One line of the list.
+
+    Attributes:
+        name: The option of the ``task`` config group (``task=<name>``).
+        env_id: Its gymnasium id.
+        observation: Size of the (flattened) observation, or None when the env could not be made.
+        action: Size of the (flattened) action, or None when the env could not be made.
+        problem: Why the env could not be made, or None.
+    """
+
+    name: str
+    env_id: str
+    observation: int | None
+    action: int | None
+    problem: str | None = None
+
+
+def task_names() -> list[str]:
+    """The options of the ``task`` config group, sorted."""
+    return sorted(path.stem for path in (Path(config_source()) / "task").glob("*.yaml"))
+
+
+def task_row(name: str) -> TaskRow:
+    """Compose ``task=<name>`` and make its env once to read its sizes."""
+    task = compose([f"task={name}"]).task
+    env_id = str(task.env_id)
+    try:
+        env = gymnasium.make(env_id, disable_env_checker=True, **dict(task.get("env_kwargs") or {}))
+    except gymnasium.error.Error as err:
+        return TaskRow(name, env_id, None, None, f"not registered ({err}); `import robosafe_tasks` registers it")
+    try:
+        sizes = gymnasium.spaces.flatdim(env.observation_space), gymnasium.spaces.flatdim(env.action_space)
+    finally:
+        env.close()
+    return TaskRow(name, env_id, *sizes)
+
+
+def format_rows(rows: list[TaskRow]) -> str:
+    """The rows as an aligned plain-text table with a header."""
+    table = [("task", "gymnasium id", "observation", "action")]
+    table += [(r.name, r.env_id, str(r.observation or "?"), str(r.action or "?")) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(4)]
+    lines = [
+        f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {line[2]:>{widths[2]}}  {line[3]:>{widths[3]}}".rstrip()
+        for line in table
+    ]
+    lines += [f"{r.name}: {r.problem}" for r in rows if r.problem]
+    return "\n".join(lines)
+
+
+def list_tasks(out: TextIO | None = None) -> int:
+    """Print the task table; returns the exit code (0)."""
+    print(format_rows([task_row(name) for name in task_names()]), file=out or sys.stdout)
+    return 0

@@ -1,0 +1,84 @@
+"""Every task trains through the training entry, and `tools/train.py --list-tasks` lists the tasks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import robosafe_tasks  # noqa: F401  (registers the tasks' ids)
+from robo_safe_rl.apps.train import main
+
+REPO = Path(__file__).resolve().parents[2]
+#: Two iterations of a small batch in the trainer's process: seconds of CPU, every part of a run exercised.
+SHORT = ["task.num_envs=4", "task.num_workers=0", "runner.num_steps_per_env=16", "runner.max_iterations=2"]
+#: (task option, gymnasium id, observation size, action size): 8 + 2 per motor + 1 per observed foot.
+TASKS = [
+    ("ant", "RoboSafe/Ant-v0", 28, 8),
+    ("half_cheetah", "RoboSafe/HalfCheetah-v0", 26, 6),
+    ("hopper", "RoboSafe/Hopper-v0", 15, 3),
+    ("walker2d", "RoboSafe/Walker2D-v0", 22, 6),
+]
+
+
+@pytest.mark.parametrize("task", ["half_cheetah", "hopper", "walker2d"])
+def test_each_walker_trains(task: str, tmp_path: Path) -> None:
+    run_dir = tmp_path / task
+    assert main([f"task={task}", *SHORT, f"run_dir={run_dir}", "seed=1"]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 2
+    assert summary["env_steps"] == 2 * 4 * 16
+    assert (run_dir / "model_1.pt").is_file()
+    assert f"experiment_name: {task}" in (run_dir / "config.yaml").read_text()
+
+
+@pytest.mark.slow  # the same path as test_train.py's fast subprocess run of the Ant, with another task option
+def test_tool_trains_a_walker_as_a_subprocess(tmp_path: Path) -> None:
+    run_dir = tmp_path / "cli"
+    done = subprocess.run(
+        [sys.executable, "tools/train.py", "task=half_cheetah", *SHORT, f"run_dir={run_dir}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["iterations"] == 2
+
+
+def table_rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def test_list_tasks_prints_name_id_and_sizes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--list-tasks"]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    assert rows[0] == ["task", "gymnasium", "id", "observation", "action"]
+    for name, env_id, obs, act in TASKS:
+        assert [name, env_id, str(obs), str(act)] in rows[1:]
+    assert list(tmp_path.iterdir()) == []  # no run directory, no Hydra output
+
+
+def test_list_tasks_takes_no_other_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list-tasks", "task=ant"]) == 2
+    assert "--list-tasks takes no other arguments" in capsys.readouterr().err
+
+
+def test_tool_lists_tasks_without_making_a_run_directory() -> None:
+    logs = REPO / "logs"
+    before = sorted(logs.rglob("*")) if logs.exists() else []
+    done = subprocess.run(
+        [sys.executable, "tools/train.py", "--list-tasks"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = table_rows(done.stdout)
+    for name, env_id, obs, act in TASKS:
+        assert [name, env_id, str(obs), str(act)] in rows
+    assert (sorted(logs.rglob("*")) if logs.exists() else []) == before
+    assert not (REPO / "outputs").exists()
