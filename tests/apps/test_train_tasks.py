@@ -63,6 +63,13 @@ def test_list_tasks_prints_name_id_and_sizes(
     for name, env_id, obs, act in TASKS:
         assert [name, env_id, str(obs), str(act)] in rows[1:]
     assert list(tmp_path.iterdir()) == []  # no run directory, no Hydra output
+    # The README's task table states the same names, ids and sizes.
+    documented = []
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[1].startswith("RoboSafe/"):
+            documented.append([cells[0], cells[1], cells[3], cells[4]])
+    assert documented == rows[1:]
 
 
 def test_list_tasks_takes_no_other_arguments(capsys: pytest.CaptureFixture[str]) -> None:
