@@ -49,6 +49,35 @@ def section_env(quick: bool) -> str:
     ]
     header = ["layer", "env-steps/s (median)", "vs raw, one world", "vs raw, 16 worlds"]
     note = f"{r['steps']} env steps per measurement, {r['repeats']} interleaved rounds, one process."
+    return _table(header, rows) + "\n\n" + note + "\n\n" + _task_steps(quick)
+
+
+def _task_steps(quick: bool) -> str:
+    """Per task: its step() against raw PyBullet stepping of the same robot and settings (issue: >= 0.85)."""
+    import robosafe_tasks
+    from benchmarks.env_rate import bench_task_step
+
+    results = [
+        bench_task_step(t, steps=300 if quick else 3000, repeats=3 if quick else 7) for t in robosafe_tasks.TASKS
+    ]
+    rows = [
+        [
+            f"`{r['env_id']}`",
+            f"{r['rates']['raw']:,.0f}",
+            f"{r['rates']['env_step']:,.0f}",
+            f"{r['ratio']:.2f}",
+            f"{r['rates']['env_step_resets']:,.0f}",
+            f"{r['ratio_resets']:.2f}",
+        ]
+        for r in results
+    ]
+    header = ["task", "raw stepping", "step()", "vs raw", "step(), resets at episode ends", "vs raw"]
+    note = (
+        f"Env-steps/s (medians), {results[0]['steps']} steps per measurement, {results[0]['repeats']} interleaved "
+        "rounds, one process. Raw stepping: the task's `raw_step` (torques and `stepSimulation`, the task's settings). "
+        "Raw and `step()` run the same actions from the same reset without resetting, so they step the same "
+        "trajectory; the last columns reset at each episode end, as a training does."
+    )
     return _table(header, rows) + "\n\n" + note
 
 

@@ -85,3 +85,57 @@ def bench_env_layers(env_id: str, steps: int = 2000, repeats: int = 5, num_envs:
         "ratios": {name: rate / rates["raw"] for name, rate in rates.items()},
         "adapter_vs_round_robin": rates["adapter"] / rates["raw_round_robin"],
     }
+
+
+def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[str, Any]:
+    """One task's ``step()`` against raw PyBullet stepping of the same robot with the same settings (one process).
+
+    Raw stepping is the task's ``raw_step(action)``: torques for the action and one ``stepSimulation`` (the env's
+    substeps), nothing else. Both run the same actions from the same seeded reset and never reset in between (a
+    fallen robot goes on being stepped), so they step the very same trajectory and the ratio is the cost of the
+    observation, the reward and the checks alone. A third case is what a training sees: ``step()`` with a reset at
+    each episode end.
+
+    Args:
+        env_id: Registered gymnasium id whose unwrapped env has ``raw_step(action)``.
+        steps: Env steps per measurement.
+        repeats: Interleaved rounds; medians are reported.
+
+    Returns:
+        ``rates`` (env-steps/s: ``raw``, ``env_step``, ``env_step_resets``), ``ratio`` (env_step / raw) and
+        ``ratio_resets`` (env_step_resets / raw).
+    """
+    env = gym.make(env_id, disable_env_checker=True).unwrapped
+    actions = np.random.default_rng(0).uniform(-1.0, 1.0, size=(steps, env.action_space.shape[0])).astype(np.float32)
+
+    def raw() -> int:
+        env.reset(seed=1)
+        for a in actions:
+            env.raw_step(a)
+        return steps
+
+    def env_step() -> int:
+        env.reset(seed=1)
+        for a in actions:
+            env.step(a)
+        return steps
+
+    def env_step_resets() -> int:
+        env.reset(seed=1)
+        for a in actions:
+            if env.step(a)[2]:
+                env.reset()
+        return steps
+
+    try:
+        rates = interleaved_rates({"raw": raw, "env_step": env_step, "env_step_resets": env_step_resets}, repeats)
+    finally:
+        env.close()
+    return {
+        "env_id": env_id,
+        "steps": steps,
+        "repeats": repeats,
+        "rates": rates,
+        "ratio": rates["env_step"] / rates["raw"],
+        "ratio_resets": rates["env_step_resets"] / rates["raw"],
+    }
