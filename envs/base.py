@@ -24,6 +24,10 @@ exactly, quirks included, so that returns compare with published pybullet_envs n
 
 Deliberate differences from the reference:
 
+- Where every motor has the same torque scale (the Ant, the Hopper), a float32 action gives float32 torques (the
+  scale is a Python float, which numpy 2 keeps weak); the reference forms each torque in float64. With float64
+  actions the observations are the reference's bit for bit (tested); with float32 ones these two tasks' trajectories
+  part from the reference's after ~100 steps, their episode statistics do not (tested). Kept as the Ant always was.
 - ``info`` holds the reward terms (``reward_alive``, ``reward_progress``, ``reward_electricity`` (electricity and
   stall torque costs together, as the reference's term), ``reward_joints_at_limit``, ``reward_feet_collision``
   (always 0.0, as in the reference)); the reference returns ``{}``.
