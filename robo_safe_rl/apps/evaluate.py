@@ -11,11 +11,14 @@ The protocol (:func:`evaluate`):
 - a fixed number of **full episodes** (``--episodes``, 16 by default), one per env, up to the task's registered time
   limit (1000 steps for the Ant, as AntBulletEnv-v0; a shorter ``task.max_episode_steps`` of training is for learning,
   not for judging);
-- on **seeds never used in training** (:func:`evaluation_seeds`): episode ``i`` is reset with
-  ``EVAL_SEED_BASE + i``. Training seeds env ``i`` of rank ``r`` with ``seed + 1000 r + i`` where ``seed < 2**32``
-  (the schema's bound), and a respawned env worker with a 32-bit seed drawn from the run's; the env then goes on from
-  its own generator. ``EVAL_SEED_BASE = 2**40`` is above every such seed for any run of fewer than
-  ``(2**40 - 2**32) / 1000``, about a billion, ranks and envs together, so the two ranges cannot overlap;
+- on **seeds never used in training** (:func:`evaluation_seeds`): episode ``i`` of the ``test`` split (every figure
+  reported) is reset with ``EVAL_SEED_BASE + i``, of the ``validation`` split (what sweeps and tuning compare, so that
+  nothing is tuned on the seeds of the reported figures) with ``VALIDATION_SEED_BASE + i``. Training seeds env ``i``
+  of rank ``r`` with ``seed + 1000 r + i`` where ``seed < 2**32`` (the schema's bound), and a respawned env worker
+  with a 32-bit seed drawn from the run's; the env then goes on from its own generator. ``EVAL_SEED_BASE = 2**40`` is
+  above every such seed for any run of fewer than ``(2**40 - 2**32) / 1000``, about a billion, ranks and envs
+  together, so the ranges cannot overlap; the validation range starts ``2**30`` seeds above the test range, more than
+  the most episodes an evaluation plays;
 - the result: mean, standard deviation (of the population of episodes, ``ddof=0``), min and max of the episode
   return and length.
 
@@ -41,8 +44,12 @@ from robo_safe_rl.rundir import CHECKPOINT_FILES, RunDir
 from robo_safe_rl.safety.finite import all_finite
 
 EVAL_SEED_BASE = 2**40
-"""Episode ``i`` of an evaluation is reset with ``EVAL_SEED_BASE + i`` (above every seed training uses: module
+"""Episode ``i`` of a ``test`` evaluation is reset with ``EVAL_SEED_BASE + i`` (above every seed training uses: module
 docstring)."""
+VALIDATION_SEED_BASE = EVAL_SEED_BASE + 2**30
+"""Episode ``i`` of a ``validation`` evaluation (sweeps, tuning) is reset with ``VALIDATION_SEED_BASE + i``."""
+SPLITS = {"test": EVAL_SEED_BASE, "validation": VALIDATION_SEED_BASE}
+"""The seed ranges by name."""
 TRAIN_SEED_MAX = 2**32 - 1
 """The largest ``seed`` the config schema accepts (numpy's global seed is 32-bit)."""
 DEFAULT_EPISODES = 16
@@ -51,9 +58,15 @@ MAX_EPISODES = 10_000
 """Bound on ``--episodes`` (each is a live simulator client while the evaluation runs)."""
 
 
-def evaluation_seeds(episodes: int) -> list[int]:
-    """The reset seeds of an evaluation of ``episodes`` episodes."""
-    return [EVAL_SEED_BASE + i for i in range(episodes)]
+def evaluation_seeds(episodes: int, split: str = "test") -> list[int]:
+    """The reset seeds of an evaluation of ``episodes`` episodes on ``split`` (``test`` or ``validation``).
+
+    Raises:
+        ConfigError: On another split name.
+    """
+    if split not in SPLITS:
+        raise ConfigError(f"unknown evaluation split {split!r}: expected one of {sorted(SPLITS)}")
+    return [SPLITS[split] + i for i in range(episodes)]
 
 
 def max_training_seed(num_envs: int, world_size: int = 1) -> int:
@@ -132,6 +145,7 @@ def evaluate(
     path: str | Path,
     episodes: int = DEFAULT_EPISODES,
     *,
+    split: str = "test",
     policy: LoadedPolicy | None = None,
     progress: bool = False,
 ) -> Evaluation:
@@ -140,21 +154,22 @@ def evaluate(
     Args:
         path: A ``model_<iter>.pt`` beside its run's files, or a run directory.
         episodes: Full episodes, one per env, stepped together.
+        split: ``test`` (reported figures) or ``validation`` (sweeps and tuning): which seed range.
         policy: The policy, when already loaded from ``path`` (else it is loaded).
         progress: A progress bar on a terminal (the steps of the longest episode).
 
     Raises:
         CheckpointError: If the policy cannot be rebuilt.
-        ConfigError: If ``episodes`` is out of range, the run's config names no task, or the task's spaces do not
-            fit the policy.
+        ConfigError: If ``episodes`` is out of range or ``split`` unknown, the run's config names no task, or the
+            task's spaces do not fit the policy.
     """
     import gymnasium as gym
 
     if not 1 <= episodes <= MAX_EPISODES:
         raise ConfigError(f"episodes must be in [1, {MAX_EPISODES}], got {episodes}")
+    seeds = evaluation_seeds(episodes, split)
     policy = policy if policy is not None else load_policy(path)
     env_id, kwargs = _run_task(policy.checkpoint)
-    seeds = evaluation_seeds(episodes)
     result = Evaluation(str(policy.checkpoint), policy.iteration, env_id, seeds)
     envs: list[SafeStep] = []
     try:
@@ -200,10 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/evaluate.py", description=__doc__.splitlines()[0])
     parser.add_argument("path", help=f"a {CHECKPOINT_FILES} beside its run's files, or a run directory")
     parser.add_argument("--episodes", type=int, default=DEFAULT_EPISODES, help="full episodes (default 16)")
+    parser.add_argument(
+        "--split",
+        choices=sorted(SPLITS),
+        default="test",
+        help="seed range: test (reported figures, the default) or validation (tuning, sweeps)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
     try:
-        result = evaluate(Path(args.path), args.episodes, progress=True)
+        result = evaluate(Path(args.path), args.episodes, split=args.split, progress=True)
     except (RoboSafeRLError, OSError) as err:
         print(f"evaluate: {err}", file=sys.stderr)
         return 2

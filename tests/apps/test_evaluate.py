@@ -15,6 +15,8 @@ import torch
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.evaluate import (
     EVAL_SEED_BASE,
+    MAX_EPISODES,
+    VALIDATION_SEED_BASE,
     Evaluation,
     evaluate,
     evaluation_seeds,
@@ -57,6 +59,12 @@ def test_evaluation_seeds_are_above_every_training_seed() -> None:
     # A million envs on each of a hundred thousand ranks still stays below the first evaluation seed.
     assert max_training_seed(num_envs=10**6, world_size=10**5) < min(evaluation_seeds(16)) == EVAL_SEED_BASE
     assert evaluation_seeds(3) == [EVAL_SEED_BASE, EVAL_SEED_BASE + 1, EVAL_SEED_BASE + 2]
+    # Tuning compares policies on the validation range, which the longest test evaluation never reaches.
+    assert (
+        max(evaluation_seeds(MAX_EPISODES)) < min(evaluation_seeds(MAX_EPISODES, "validation")) == VALIDATION_SEED_BASE
+    )
+    with pytest.raises(ConfigError, match="unknown evaluation split 'train'"):
+        evaluation_seeds(1, "train")
 
 
 def test_evaluates_full_episodes_deterministically(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,7 +83,7 @@ def test_evaluates_full_episodes_deterministically(run_dir: Path, capsys: pytest
 
 
 def test_text_output_names_the_statistics(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert evaluate_main([str(run_dir / "model_1.pt"), "--episodes", "1"]) == 0
+    assert evaluate_main([str(run_dir / "model_1.pt"), "--episodes", "1", "--split", "validation"]) == 0
     out = capsys.readouterr().out
     assert "1 episodes, deterministic policy" in out and "return: mean" in out and "length: mean" in out
 
