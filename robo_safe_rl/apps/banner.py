@@ -24,6 +24,10 @@ from robo_safe_rl.rundir import RunDir
 WIDTH, PAD = 80, 40
 #: The config group of the algorithm presets (``configs/algo/``).
 PRESET_GROUP = "algo"
+#: The config group of the tasks' tuned values (``agent/<task>.yaml``), which the presets change.
+AGENT_GROUP = "agent"
+#: The nodes and keys the banner's preset line compares.
+PRESET_SCOPE = ("algorithm", "actor", "critic", "runner.reward_clip")
 #: The exit codes of ``tools/train.py`` and what they mean (README, ``robo_safe_rl.apps.train``).
 EXIT_MEANINGS = {
     0: "completed",
@@ -91,14 +95,16 @@ def preset_of(node: DictConfig) -> str:
     """The preset whose values the run's algorithm, models and reward clip have, with the keys that differ from it.
 
     The composed configuration does not keep the name of the ``algo=`` choice, and a resumed run takes the saved
-    run's values whatever the choice was: the values say which preset runs. The run is compared with each preset on
-    every key some preset sets; the closest one is named, with its differences.
+    run's values whatever the choice was: the values say which preset runs. The run is compared with each preset (over
+    the task's tuned values) on the algorithm, model and reward-clip keys; the closest one is named, with its
+    differences.
     """
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    task = OmegaConf.select(node, "task.name", default=None)
     try:
-        presets = _presets()
+        presets = _presets(task if isinstance(task, str) else None)
     except (HydraException, OmegaConfBaseException, ConfigError, OSError) as err:
         return f"not recognised ({type(err).__name__})"
     if not presets:
@@ -113,17 +119,24 @@ def preset_of(node: DictConfig) -> str:
     return f"{best}, changed: {shown}"
 
 
-@functools.lru_cache(maxsize=1)
-def _presets() -> dict[str, dict[str, Any]]:
-    """``{preset: {key: value}}`` over every key some preset sets; a key a preset leaves alone has the schema's
-    default (composing the option alone, on the schema, costs a fraction of composing a whole configuration)."""
-    names = sorted(p.stem for p in (Path(config_source()) / PRESET_GROUP).glob("*.yaml"))
+@functools.lru_cache(maxsize=4)
+def _presets(task: str | None) -> dict[str, dict[str, Any]]:
+    """``{preset: {key: value}}`` over the keys of :data:`PRESET_SCOPE` and every key some preset sets, each preset over
+    the task's tuned values (``agent/<task>.yaml`` when the task has one) over the schema's defaults, as a run composes
+    them (composing the options alone, on the schema, costs a fraction of composing a whole configuration)."""
+    source = Path(config_source())
+    names = sorted(p.stem for p in (source / PRESET_GROUP).glob("*.yaml"))
     options = {name: compose([], config_name=f"{PRESET_GROUP}/{name}") for name in names}
-    keys = sorted({key for option in options.values() for key in _leaves(_plain(option))})
-    schema = OmegaConf.structured(TrainConfig)
+    base = OmegaConf.structured(TrainConfig)
+    if task and (source / AGENT_GROUP / f"{task}.yaml").is_file():
+        base = OmegaConf.merge(base, compose([], config_name=f"{AGENT_GROUP}/{task}"))
+    # What a preset is about: the algorithm, the models and the reward clip (a preset that sets only some of them
+    # leaves the others at the task's values, which a run may still have changed).
+    scope = {key for key in _leaves(_plain(base)) if key.split(".")[0] in PRESET_SCOPE or key in PRESET_SCOPE}
+    keys = sorted(scope | {key for option in options.values() for key in _leaves(_plain(option))})
     presets = {}
     for name, option in options.items():
-        values = _leaves(_plain(OmegaConf.merge(schema, option)))
+        values = _leaves(_plain(OmegaConf.merge(base, option)))
         presets[name] = {key: values.get(key) for key in keys}
     return presets
 

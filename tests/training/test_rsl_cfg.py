@@ -45,23 +45,29 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
 
 
 def test_presets_set_what_their_yaml_says() -> None:
-    # Worked from configs/algo/*.yaml: ppo_conservative over ppo, ppo_safe over ppo_conservative.
-    conservative = build_rsl_rl_cfg(_cfg("algo=ppo_conservative"), "unused")
-    assert conservative["algorithm"]["learning_rate"] == 3.0e-4 and conservative["algorithm"]["desired_kl"] == 0.005
-    assert conservative["algorithm"]["max_grad_norm"] == 0.5 and conservative["reward_clip"] is None
-    for model in ("actor", "critic"):
-        assert conservative[model]["obs_normalization"] is True and conservative[model]["obs_clip"] == 10.0
-    assert conservative["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]
-    safe = build_rsl_rl_cfg(_cfg("algo=ppo_safe"), "unused")
-    assert safe["algorithm"]["learning_rate"] == 3.0e-5 and safe["algorithm"]["desired_kl"] == 0.003
-    assert safe["reward_clip"] == 10.0 and safe["actor"]["obs_clip"] == 10.0
+    # Worked from configs/agent/ant.yaml (the task's tuned values over the schema's defaults) and configs/algo/*.yaml
+    # (changes over them): ppo changes nothing, ppo_conservative five things, ppo_safe three more.
     plain = build_rsl_rl_cfg(_cfg(), "unused")
+    assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005
+    assert plain["actor"]["hidden_dims"] == [256, 256] and plain["critic"]["obs_normalization"] is True
+    assert plain["actor"]["obs_clip"] is None and plain["algorithm"]["max_grad_norm"] == 1.0
     assert plain["actor"]["distribution_cfg"] == {
         "class_name": "rsl_rl.modules.distribution:GaussianDistribution",
         "init_std": 1.0,
         "std_type": "scalar",
         "std_range": [1.0e-6, 1.0e6],
     }
+    conservative = build_rsl_rl_cfg(_cfg("algo=ppo_conservative"), "unused")
+    assert conservative["algorithm"]["learning_rate"] == 1.0e-3 and conservative["algorithm"]["desired_kl"] == 0.005
+    assert conservative["algorithm"]["max_grad_norm"] == 0.5 and conservative["reward_clip"] is None
+    for model in ("actor", "critic"):
+        assert conservative[model]["obs_normalization"] is True and conservative[model]["obs_clip"] == 10.0
+        assert conservative[model]["hidden_dims"] == [256, 256]  # the task's, unchanged by the preset
+    assert conservative["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]
+    assert conservative["num_steps_per_env"] == 64 and conservative["algorithm"]["entropy_coef"] == 0.005
+    safe = build_rsl_rl_cfg(_cfg("algo=ppo_safe"), "unused")
+    assert safe["algorithm"]["learning_rate"] == 3.0e-5 and safe["algorithm"]["desired_kl"] == 0.003
+    assert safe["reward_clip"] == 10.0 and safe["actor"]["obs_clip"] == 10.0 and safe["num_steps_per_env"] == 64
 
 
 def test_the_logger_is_rsl_rls_choice() -> None:

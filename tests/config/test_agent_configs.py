@@ -1,0 +1,81 @@
+"""Per-task tuned values: ``task=X`` brings ``configs/agent/X.yaml``; presets and overrides change them; a task without
+one keeps the schema's generic defaults; a bad value in an agent file fails typed, naming the key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra.errors import HydraException
+from omegaconf import DictConfig
+
+from robo_safe_rl.apps.train import to_train_config
+from robo_safe_rl.config.agent import AlgorithmConfig, RunnerConfig
+from robo_safe_rl.config.compose import compose, config_source
+from robo_safe_rl.config.schema import register_configs
+from robo_safe_rl.errors import ConfigError
+
+AGENT_ANT = yaml.safe_load((Path(config_source()) / "agent" / "ant.yaml").read_text(encoding="utf-8"))
+
+
+def test_the_ant_brings_its_tuned_values() -> None:
+    cfg = to_train_config(compose(["run_dir=x"]))
+    assert cfg.runner.num_steps_per_env == AGENT_ANT["runner"]["num_steps_per_env"] != RunnerConfig().num_steps_per_env
+    assert cfg.algorithm.entropy_coef == AGENT_ANT["algorithm"]["entropy_coef"] != AlgorithmConfig().entropy_coef
+    assert cfg.actor.hidden_dims == AGENT_ANT["actor"]["hidden_dims"] == cfg.critic.hidden_dims
+
+
+def test_an_override_and_a_preset_change_the_tuned_values() -> None:
+    cfg = to_train_config(compose(["run_dir=x", "runner.num_steps_per_env=32", "algo=ppo_conservative"]))
+    assert cfg.runner.num_steps_per_env == 32  # the user's, over the task's
+    assert cfg.algorithm.max_grad_norm == 0.5  # the preset's change
+    assert cfg.algorithm.entropy_coef == AGENT_ANT["algorithm"]["entropy_coef"]  # the task's, which the preset keeps
+
+
+def test_without_the_agent_file_the_generic_defaults_apply() -> None:
+    cfg = to_train_config(compose(["run_dir=x", "~agent"]))
+    assert cfg.runner.num_steps_per_env == RunnerConfig().num_steps_per_env
+    assert cfg.algorithm.entropy_coef == AlgorithmConfig().entropy_coef
+
+
+def _compose_in(configs: Path, overrides: list[str]) -> DictConfig:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
+        return hydra_compose(config_name="train", overrides=overrides)
+
+
+@pytest.fixture
+def configs(tmp_path: Path) -> Path:
+    """A copy of the configs with a new task, ``hop``, which has no agent file yet."""
+    root = tmp_path / "configs"
+    shutil.copytree(config_source(), root)
+    (root / "task" / "hop.yaml").write_text("name: hop\nenv_id: RoboSafe/Ant-v0\n", encoding="utf-8")
+    return root
+
+
+def test_a_new_task_gets_the_generic_defaults_then_its_own_file(configs: Path) -> None:
+    cfg = to_train_config(_compose_in(configs, ["task=hop", "run_dir=x"]))
+    assert cfg.runner.num_steps_per_env == RunnerConfig().num_steps_per_env and cfg.task.name == "hop"
+    (configs / "agent" / "hop.yaml").write_text("# @package _global_\nalgorithm:\n  lam: 0.9\n", encoding="utf-8")
+    cfg = to_train_config(_compose_in(configs, ["task=hop", "run_dir=x"]))
+    assert cfg.algorithm.lam == 0.9 and cfg.runner.num_steps_per_env == RunnerConfig().num_steps_per_env
+    # The preset changes its keys over the new task's values, and leaves lam to the task.
+    cfg = to_train_config(_compose_in(configs, ["task=hop", "run_dir=x", "algo=ppo_conservative"]))
+    assert cfg.algorithm.lam == 0.9 and cfg.algorithm.max_grad_norm == 0.5
+
+
+def test_a_bad_agent_file_fails_naming_the_key(configs: Path) -> None:
+    agent = configs / "agent" / "hop.yaml"
+    # A value out of range: the schema's check, at conversion (tools/train.py: exit 2 with this line).
+    agent.write_text("# @package _global_\nalgorithm:\n  learning_rate: -1.0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"algorithm\.learning_rate"):
+        to_train_config(_compose_in(configs, ["task=hop", "run_dir=x"]))
+    # A misspelt key: the structured config refuses it while composing (tools/train.py: exit 2, Hydra's reason).
+    agent.write_text("# @package _global_\nalgorithm:\n  learnin_rate: 1.0e-3\n", encoding="utf-8")
+    with pytest.raises(HydraException, match=r"In 'agent/hop'.*\n.*learnin_rate"):
+        _compose_in(configs, ["task=hop", "run_dir=x"])
