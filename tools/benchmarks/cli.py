@@ -192,9 +192,9 @@ def section_presets(quick: bool) -> str:
         "under +drill=gauntlet (seed 1)",
     ]
     note = (
-        f"Seeds {r['seeds']}, {r['iterations']} iterations each (16 envs x 24 steps). Final return: the final "
-        f"checkpoint's deterministic policy, one full episode (up to 1000 steps) in each of {r['eval_episodes']} "
-        "envs with unseen seeds; for the drill row, the same evaluation without faults. Learning curves (returns of "
+        f"Seeds {r['seeds']}, {r['iterations']} iterations each. Final return: the final checkpoint by "
+        f"`tools/evaluate.py` (deterministic policy, {r['eval_episodes']} full episodes of up to 1000 steps, test "
+        "seeds); for the drill row, the same evaluation without faults. Learning curves (returns of "
         "the episodes that ended in each iteration, during training): `docs/presets_ant.png`. Runs in parallel, two "
         "at a time, one torch thread each."
     )
@@ -246,8 +246,55 @@ def section_workers(quick: bool) -> str:
     )
 
 
-#: Training budget of the preset comparison: 1300 x 16 envs x 24 steps = 499,200 env steps per run.
-PRESET_ITERATIONS = 1300
+#: Training budget of the preset comparison: 488 x 16 envs x 64 steps (Ant's tuned rollout) = 499,712 env steps per run.
+PRESET_ITERATIONS = 488
+#: Training budget of the learning curves: 977 x 16 envs x 64 steps = 1,000,448 env steps per run.
+LEARNING_STEPS = 1_000_000
+
+
+def section_learning(quick: bool) -> str:
+    """Ant with its tuned values (``task=ant``, ``algo=ppo``): 3 seeds of 1M env steps one after another, learning
+    curves against env steps and wall time, and the final policies by the evaluation protocol (hours on 2 cores)."""
+    from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO_ANT, bench_learning, iterations_for, plot_learning
+
+    repo = Path(__file__).resolve().parents[2]
+    if quick:
+        overrides = ["task.num_envs=4", "runner.num_steps_per_env=8", "runner.max_iterations=3"]
+        overrides += ["+task.env_kwargs.max_episode_steps=50"]
+        seeds: tuple[int, ...] = (1, 2)
+    else:
+        overrides = [f"runner.max_iterations={iterations_for(LEARNING_STEPS, 16, 64)}"]
+        seeds = (1, 2, 3)
+    out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
+    r = bench_learning(repo, out, overrides, seeds=seeds, eval_episodes=2 if quick else 16)
+    plot = repo / "docs" / ("learning_ant_quick.png" if quick else "learning_ant.png")
+    plot_learning(r, plot, "RoboSafe/Ant-v0, task=ant (tuned), algo=ppo")
+    rows = []
+    for run in r["runs"]:
+        ret, length = run.final.get("return"), run.final.get("length")
+        rows.append(
+            [
+                str(run.seed),
+                f"{run.env_steps:,}",
+                f"{run.wall_s:,.0f}",
+                "n/a"
+                if ret is None
+                else f"{ret['mean']:,.0f} +- {ret['std']:,.0f} [{ret['min']:,.0f}, {ret['max']:,.0f}]",
+                "n/a" if length is None else f"{length['mean']:,.0f}",
+                run.status,
+            ]
+        )
+    f = r["final_return"]
+    summary = "n/a" if f["mean"] is None else f"{f['mean']:,.0f} +- {f['std']:,.0f} [{f['min']:,.0f}, {f['max']:,.0f}]"
+    header = ["seed", "env steps", "wall s", "return, mean +- std [min, max] of episodes", "length", "status"]
+    note = (
+        f"Over seeds: {summary} (mean +- std of the seeds' mean returns [min, max]); rl-zoo's PPO: {ZOO_PPO_ANT:,.0f} "
+        f"at 2M steps. Every run: `python tools/train.py {' '.join([*LEARNING_OVERRIDES, *overrides])} seed=S`, one "
+        f"at a time; final checkpoint by `python tools/evaluate.py RUN` ({r['eval_episodes']} full episodes, "
+        f"deterministic, test seeds). Curves: training episodes' returns, `{plot.relative_to(repo)}`."
+    )
+    return _table(header, rows) + "\n\n" + note + f"\n\n![learning curves]({plot.relative_to(repo)})"
+
 
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "env": section_env,
@@ -256,8 +303,9 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "checkpoint": section_checkpoint,
     "presets": section_presets,
     "workers": section_workers,
+    "learning": section_learning,
 }
-#: Sections run when --only is not given (presets takes tens of minutes: ask for it by name).
+#: Sections run when --only is not given (presets and learning take hours: ask for them by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
 
 

@@ -5,22 +5,20 @@ what a user gets. From every run's TensorBoard events and summary (read through 
 learning curve (``Episode/return``: the mean return of the episodes that ended in an iteration), the final return
 (the mean of that curve over the last ``tail`` iterations with finished episodes), env steps, wall time, and what the
 adaptive schedule actually did with the learning rate (median, and the share of iterations at rsl-rl's 1e-5 floor).
-The final policy is played through ``tools/play.py``'s code, which rebuilds it with the one policy loader.
+The final policy is judged by the one evaluation protocol, :func:`robo_safe_rl.apps.evaluate.evaluate` (deterministic,
+full episodes, test seeds), which rebuilds it with the one policy loader.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robo_safe_rl.apps.play import play
+from benchmarks.runs import scalars, train
+from robo_safe_rl.apps.evaluate import evaluate
 from robo_safe_rl.progress import progress_bar, track
 from robo_safe_rl.rundir import RunDir
 
@@ -47,16 +45,6 @@ class RunResult:
     status: str
 
 
-def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    events.Reload()
-    if tag not in events.Tags()["scalars"]:
-        return []
-    return [(e.step, e.value) for e in events.Scalars(tag)]
-
-
 def run_one(repo: Path, out: Path, preset: str, seed: int, iterations: int, drill: bool, extra: list[str]) -> RunResult:
     """Train one preset/seed (optionally under ``+drill=gauntlet``) and read back its results.
 
@@ -64,20 +52,13 @@ def run_one(repo: Path, out: Path, preset: str, seed: int, iterations: int, dril
     write into a directory that holds a run, and its old summary must not be read as the new one).
     """
     run_dir = out / f"{preset}_seed{seed}{'_drill' if drill else ''}"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    args = [f"algo={preset}", f"seed={seed}", f"runner.max_iterations={iterations}", f"run_dir={run_dir}", *extra]
+    args = [f"algo={preset}", f"seed={seed}", f"runner.max_iterations={iterations}", *extra]
     if drill:
         args.append("+drill=gauntlet")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    with open(out / f"{run_dir.name}.log", "w", encoding="utf-8") as log:
-        cmd = [sys.executable, "tools/train.py", *args]
-        done = subprocess.run(cmd, cwd=repo, stdout=log, stderr=log, env=env, check=False)
-    if done.returncode == 2:
-        raise RuntimeError(f"{' '.join(cmd)}: invalid configuration (exit 2); see {log.name}")
-    summary = RunDir(run_dir).read_summary()
+    summary = train(repo, run_dir, args, out / f"{run_dir.name}.log")
     steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
-    curve = [(int((it + 1) * steps_per_iteration), value) for it, value in _scalars(run_dir, "Episode/return")]
-    lrs = [value for _, value in _scalars(run_dir, "Loss/learning_rate")]
+    curve = [(int((it + 1) * steps_per_iteration), value) for it, _, value in scalars(run_dir, "Episode/return")]
+    lrs = [value for _, _, value in scalars(run_dir, "Loss/learning_rate")]
     return RunResult(
         preset=preset,
         seed=seed,
@@ -119,11 +100,11 @@ def bench_presets(
             return result
 
         results = list(pool.map(one, jobs))
-    for r in track(results, "bench presets: playing the final policies"):
+    for r in track(results, "bench presets: evaluating the final policies"):
         run_dir = out / f"{r.preset}_seed{r.seed}{'_drill' if r.drill else ''}"
         summary = RunDir(run_dir).read_summary()
         if summary["final_checkpoint"]:
-            r.final_return = play(Path(summary["final_checkpoint"]), episodes=eval_episodes).mean_return
+            r.final_return = evaluate(Path(summary["final_checkpoint"]), eval_episodes).mean_return
     table: dict[str, Any] = {}
     for preset in presets:
         runs = [r for r in results if r.preset == preset and not r.drill]

@@ -1,0 +1,71 @@
+"""Training runs for the benchmarks: a real ``tools/train.py`` subprocess each, and what its run directory says.
+
+Shared by the presets comparison, the learning curves and the sweeps' documentation runs, so that every figure comes
+from the same kind of run and is judged by the one evaluation protocol (:func:`robo_safe_rl.apps.evaluate.evaluate`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from robo_safe_rl.rundir import RunDir
+
+#: One torch thread and one BLAS thread per run: runs may go two at a time on 2 cores (DESIGN.md: torch's threads
+#: compete with the envs for the cores).
+RUN_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@dataclass
+class CurvePoint:
+    """One iteration of a learning curve.
+
+    Attributes:
+        env_steps: Env steps done by the end of the iteration.
+        wall_s: Seconds since the first logged iteration (TensorBoard's wall time).
+        value: The logged value (``Episode/return``: mean return of the episodes that ended in the iteration).
+    """
+
+    env_steps: int
+    wall_s: float
+    value: float
+
+
+def scalars(run_dir: Path, tag: str) -> list[tuple[int, float, float]]:
+    """``(iteration, wall time, value)`` of a TensorBoard scalar of the run; empty when the tag is absent."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    if tag not in events.Tags()["scalars"]:
+        return []
+    return [(e.step, e.wall_time, e.value) for e in events.Scalars(tag)]
+
+
+def train(repo: Path, run_dir: Path, overrides: list[str], log: Path) -> dict[str, Any]:
+    """Train with ``tools/train.py`` into ``run_dir`` (a previous benchmark's run there is replaced) and return the
+    run's summary.
+
+    Raises:
+        RuntimeError: If training refused the configuration (exit 2), naming the log.
+    """
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cmd = [sys.executable, "tools/train.py", *overrides, f"run_dir={run_dir}"]
+    with open(log, "w", encoding="utf-8") as f:
+        done = subprocess.run(cmd, cwd=repo, stdout=f, stderr=f, env={**os.environ, **RUN_ENV}, check=False)
+    if done.returncode == 2:
+        raise RuntimeError(f"{' '.join(cmd)}: invalid configuration (exit 2); see {log}")
+    return RunDir(run_dir).read_summary()
+
+
+def curve(run_dir: Path, summary: dict[str, Any], tag: str = "Episode/return") -> list[CurvePoint]:
+    """The run's learning curve from its TensorBoard events, against env steps and wall time."""
+    steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
+    points = scalars(run_dir, tag)
+    start = points[0][1] if points else 0.0
+    return [CurvePoint(int((it + 1) * steps_per_iteration), wall - start, value) for it, wall, value in points]
