@@ -58,6 +58,13 @@ NOT_RUN = {
     "source .venv/bin/activate": "what it does for the commands after it (the venv's python first on PATH) this test "
     "does for every command",
     "tensorboard --logdir logs": "a server: it runs until it is stopped",
+    'pip install -e ".[sweep]"': "installs into the environment under test; tests/apps/test_sweep.py runs a sweep",
+    "python tools/sweep.py --multirun +sweep=ant": "20 trainings of 300k env steps (hours); tests/apps/test_sweep.py "
+    "runs a 2-trial sweep of tiny ones",
+    "python tools/sweep.py --multirun +sweep=ant hydra/launcher=joblib hydra.launcher.n_jobs=2": "the same, and "
+    "hydra-joblib-launcher is not a dependency",
+    "python tools/sweep.py --multirun +sweep=ant hydra/launcher=submitit_slurm hydra.launcher.partition=cpu "
+    "hydra.launcher.cpus_per_task=2 hydra.launcher.timeout_min=120": "a Slurm cluster",
     "torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=NODE0_HOST:29400 --rdzv_id=my_run "
     "tools/train.py device=cuda run_dir=logs/ant/my_run": "two machines with 8 GPUs each",
     **dict.fromkeys(
@@ -94,6 +101,9 @@ SHORT: dict[str, dict[str, Short]] = {
         "runner.max_iterations": Short("1", True, "one iteration, not up to 500: seconds instead of hours"),
         "task.num_envs": Short("2", True, "2 Ant envs instead of 16 (or 32)"),
         "runner.num_steps_per_env": Short("8", True, "8 steps per env and iteration instead of 24 (or 48)"),
+    },
+    "tools/evaluate.py": {
+        "--episodes": Short("1", True, "one 1000-step episode instead of 16"),
     },
     "tools/play.py": {
         "--episodes": Short("1", True, "one 1000-step episode instead of 16 (or 4)"),

@@ -1,0 +1,66 @@
+"""tools/sweep.py: Hydra multirun with the Optuna sweeper, each trial scored by the evaluation protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.evaluate import evaluate
+from robo_safe_rl.apps.sweep import OBJECTIVE_KEY, SWEEP_SPLIT, exit_if_unavailable, plugin_missing
+from robo_safe_rl.config.compose import compose
+from robo_safe_rl.rundir import RunDir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_sweep_config_composes_over_the_tasks_values() -> None:
+    if plugin_missing():
+        pytest.skip("hydra-optuna-sweeper is not installed (the `sweep` extra)")
+    node = compose(["+sweep=ant", "run_dir=x"])
+    assert node.runner.max_iterations == 293 and node.task.num_workers == 0 and node.torch_threads == 1
+    assert node.runner.num_steps_per_env == 64  # the Ant's tuned rollout, which the sweep does not change
+
+
+def test_without_the_sweeper_the_tool_says_what_to_install(capsys: pytest.CaptureFixture[str]) -> None:
+    if not plugin_missing():
+        pytest.skip("hydra-optuna-sweeper is installed here")
+    with pytest.raises(SystemExit) as stop:
+        exit_if_unavailable()
+    assert stop.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("sweep: ") and "robo-safe-rl[sweep]" in line
+
+
+@pytest.mark.slow
+def test_a_two_trial_sweep_reports_the_evaluation_return(tmp_path: Path) -> None:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    sweep_dir = tmp_path / "sweep"
+    tiny = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2"]
+    tiny += ["+task.env_kwargs.max_episode_steps=20"]  # the run's task: 20-step episodes, scored in seconds
+    sweep = ["hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1", f"hydra.sweep.dir={sweep_dir}"]
+    done = subprocess.run(
+        [sys.executable, "tools/sweep.py", "--multirun", "+sweep=ant", *tiny, *sweep],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reported = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(f'{{"{OBJECTIVE_KEY}"')]
+    assert [Path(r["run_dir"]).name for r in reported] == ["0", "1"]
+    for r in reported:
+        # Each trial is a run directory of its own, and its objective is the evaluation protocol's mean return of
+        # its final checkpoint on the validation seeds: evaluated again here, the same number.
+        assert RunDir(r["run_dir"]).read_summary()["status"] == "completed"
+        assert evaluate(r["run_dir"], split=SWEEP_SPLIT).mean_return == r[OBJECTIVE_KEY]
+    best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text(encoding="utf-8"))
+    assert best["best_value"] == max(r[OBJECTIVE_KEY] for r in reported)
