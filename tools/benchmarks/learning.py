@@ -120,3 +120,41 @@ def plot_learning(result: dict[str, Any], path: Path, title: str, reference: flo
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``PYTHONPATH=tools python -m benchmarks.learning [--seeds 1,2,3] [--split validation] [--episodes 16] [--out DIR]
+    [OVERRIDES...]``: one comparison run of :func:`bench_learning` (a candidate's budget and values as overrides),
+    its result as JSON on stdout. ``tools/bench.py --only learning`` is the full, reported run."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.learning", description=main.__doc__)
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
+    parser.add_argument("--split", default="validation", help="evaluation seeds: validation (tuning) or test")
+    parser.add_argument("--episodes", type=int, default=16, help="evaluation episodes per run")
+    parser.add_argument("--out", type=Path, default=Path("logs") / "bench_learning_candidates", help="run folder")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of every run (runner.max_iterations=293 ...)")
+    args = parser.parse_args(argv)
+    repo = Path(__file__).resolve().parents[2]
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    r = bench_learning(repo, repo / args.out, args.overrides, seeds, args.episodes, args.split)
+    doc = {
+        "overrides": r["overrides"],
+        "split": args.split,
+        "final_return": r["final_return"],
+        "runs": [
+            {"seed": x.seed, "env_steps": x.env_steps, "wall_s": x.wall_s, "status": x.status, **x.final}
+            for x in r["runs"]
+        ],
+    }
+    print(json.dumps(doc, indent=2))
+    return 0 if all(x.status == "completed" for x in r["runs"]) else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
+
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The learning bench: curves against env steps and wall time from real runs, the final policy by the evaluation
+protocol, and the figure with the reference line."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from benchmarks.learning import LearningRun, bench_learning, iterations_for, plot_learning
+from benchmarks.runs import curve
+from robo_safe_rl.apps.evaluate import evaluate
+from robo_safe_rl.apps.train import main as train_main
+from robo_safe_rl.rundir import RunDir
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "task.num_envs=2",
+    "runner.num_steps_per_env=8",
+    "runner.max_iterations=3",
+    "+task.env_kwargs.max_episode_steps=5",
+]
+
+
+def test_iterations_for_a_budget() -> None:
+    # 1M env steps at 16 envs x 64 steps = 1,024 per iteration: 976.56 -> 977 iterations (1,000,448 steps).
+    assert iterations_for(1_000_000, 16, 64) == 977
+    assert iterations_for(1024, 16, 64) == 1
+
+
+def test_curve_and_figure_of_a_real_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert train_main([*TINY, f"run_dir={run_dir}"]) == 0
+    summary = RunDir(run_dir).read_summary()
+    points = curve(run_dir, summary)
+    # 5-step episodes end in every iteration of 8 steps: one point per iteration, at 2 envs x 8 steps each.
+    assert [p.env_steps for p in points] == [16, 32, 48]
+    assert points[0].wall_s == 0.0 and all(a.wall_s <= b.wall_s for a, b in itertools.pairwise(points))
+    run = LearningRun(1, str(run_dir), points, summary["env_steps"], summary["wall_s"], summary["status"])
+    figure = tmp_path / "learning.png"
+    plot_learning({"runs": [run, run]}, figure, "tiny")
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_bench_learning_trains_each_seed_and_evaluates_its_final_policy(tmp_path: Path) -> None:
+    r = bench_learning(REPO, tmp_path, TINY, seeds=(1, 2), eval_episodes=2)
+    assert [run.seed for run in r["runs"]] == [1, 2] and all(run.status == "completed" for run in r["runs"])
+    for run in r["runs"]:
+        final = RunDir(run.run_dir).read_summary()["final_checkpoint"]
+        assert run.final["return"]["mean"] == evaluate(final, 2).mean_return  # the one protocol, test seeds
+    values = r["final_return"]["values"]
+    assert r["final_return"]["mean"] == pytest.approx(sum(values) / 2) and r["final_return"]["max"] == max(values)
