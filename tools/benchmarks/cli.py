@@ -246,6 +246,63 @@ def section_workers(quick: bool) -> str:
     )
 
 
+#: The schedule probe's cases: (label, overrides, iterations); equal env steps each (30 x 1,024 = 80 x 384 = 30,720).
+SCHEDULE_CASES: tuple[tuple[str, list[str], int], ...] = (
+    ("generic defaults: 16 x 24 steps, 4 mini-batches of 96, raw inputs", ["~agent"], 80),
+    ("generic, 16 x 64 steps: 4 mini-batches of 256", ["~agent", "runner.num_steps_per_env=64"], 30),
+    (
+        "Ant before the fix: 64 steps, normalised inputs, 5 epochs x 4 mini-batches",
+        ["algorithm.num_mini_batches=4"],
+        30,
+    ),
+    ("Ant, 2 mini-batches of 512 (the fix)", ["algorithm.num_mini_batches=2"], 30),
+    ("Ant, 2 epochs x 4 mini-batches", ["algorithm.num_mini_batches=4", "algorithm.num_learning_epochs=2"], 30),
+    ("Ant, desired_kl 0.02, 4 mini-batches", ["algorithm.num_mini_batches=4", "algorithm.desired_kl=0.02"], 30),
+)
+
+
+def section_schedule(quick: bool) -> str:
+    """What the adaptive schedule does within an update, per configuration (short in-process trainings)."""
+    from benchmarks.schedule import probe
+
+    rows = []
+    for label, overrides, iterations in SCHEDULE_CASES:
+        extra = ["task.num_envs=4"] if quick else []
+        r = probe([*overrides, *extra], 3 if quick else iterations)
+        one = r["kl_one_step_first_update"]
+        rows.append(
+            [
+                label,
+                f"`{' '.join(overrides)}`",
+                f"{r['updates']} x {r['steps_per_update']}",
+                f"{r['at_floor']:.0%}",
+                f"{r['lr_end_median']:.2g}",
+                f"{r['lr_ran_median']:.2g}",
+                f"{r['kl_first_max']:.1g}",
+                "n/a" if one is None else f"{one:.3f}",
+                f"{r['kl_end_median']:.3f}",
+                f"{r['steps_over_twice_target_median']:.0f}",
+            ]
+        )
+    header = [
+        "configuration (task=ant)",
+        "overrides",
+        "updates x steps",
+        "updates ending at the 1e-5 floor",
+        "rate at the end (median)",
+        "rate the steps ran at (median of update means)",
+        "KL at the first mini-batch (max)",
+        "KL after the first step of training",
+        "KL at the end of an update (median)",
+        "steps above 2 x desired_kl per update (median)",
+    ]
+    note = (
+        "Seed 1, one torch thread, envs in the process; desired_kl 0.01 unless set; equal env steps per case "
+        "(30,720). The rates are rsl-rl's rule replayed on the recorded KLs (`tools/benchmarks/schedule.py`)."
+    )
+    return _table(header, rows) + "\n\n" + note
+
+
 #: Training budget of the preset comparison: 488 x 16 envs x 64 steps (Ant's tuned rollout) = 499,712 env steps per run.
 PRESET_ITERATIONS = 488
 #: Training budget of the learning curves: 977 x 16 envs x 64 steps = 1,000,448 env steps per run.
@@ -304,6 +361,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "presets": section_presets,
     "workers": section_workers,
     "learning": section_learning,
+    "schedule": section_schedule,
 }
 #: Sections run when --only is not given (presets and learning take hours: ask for them by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
