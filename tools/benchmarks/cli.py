@@ -324,7 +324,7 @@ def section_learning(quick: bool) -> str:
         seeds = (1, 2, 3)
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
     r = bench_learning(repo, out, overrides, seeds=seeds, eval_episodes=2 if quick else 16)
-    plot = repo / "docs" / ("learning_ant_quick.png" if quick else "learning_ant.png")
+    plot = (out if quick else repo / "docs") / "learning_ant.png"  # a quick run's figure stays with its runs
     plot_learning(r, plot, "RoboSafe/Ant-v0, task=ant (tuned), algo=ppo")
     rows = []
     for run in r["runs"]:
