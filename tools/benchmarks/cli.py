@@ -296,9 +296,10 @@ def section_schedule(quick: bool) -> str:
         "KL at the end of an update (median)",
         "steps above 2 x desired_kl per update (median)",
     ]
+    budget = "quick: 4 envs, 3 updates per case" if quick else "equal env steps per case (30,720)"
     note = (
-        "Seed 1, one torch thread, envs in the process; desired_kl 0.01 unless set; equal env steps per case "
-        "(30,720). The rates are rsl-rl's rule replayed on the recorded KLs (`tools/benchmarks/schedule.py`)."
+        f"Seed 1, one torch thread, envs in the process; desired_kl 0.01 unless set; {budget}. The rates are "
+        "rsl-rl's rule replayed on the recorded KLs (`tools/benchmarks/schedule.py`)."
     )
     return _table(header, rows) + "\n\n" + note
 
