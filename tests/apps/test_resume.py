@@ -39,7 +39,8 @@ def _config(run_dir: Path) -> dict:
 
 def test_resuming_an_experiment_folder_takes_its_newest_run_and_its_settings(logs: Path, tmp_path: Path) -> None:
     # Without `algo=ppo_conservative` this died with a cut-off "Error(s) in loading state_dict" (the saved networks
-    # have observation normalisers, ppo's have none), and the 50-step episodes silently became 1000-step ones.
+    # had observation normalisers, the generic defaults have none), and the 50-step episodes silently became 1000-step
+    # ones.
     resumed = tmp_path / "resumed"
     assert main([*TINY, f"resume={logs / 'exp'}", "algorithm.learning_rate=1e-4", f"run_dir={resumed}"]) == 0
     config = _config(resumed)
@@ -67,8 +68,8 @@ def test_resume_latest_is_the_newest_run_of_this_experiment(
 @pytest.mark.parametrize(
     ("override", "mine", "saved"),
     [
-        ("algo=ppo", "actor.obs_normalization=False", "actor.obs_normalization=True"),
-        ("actor.hidden_dims=[64,64]", "actor.hidden_dims=[64, 64]", "actor.hidden_dims=[256, 128, 128]"),
+        ("actor.obs_normalization=false", "actor.obs_normalization=False", "actor.obs_normalization=True"),
+        ("actor.hidden_dims=[64,64]", "actor.hidden_dims=[64, 64]", "actor.hidden_dims=[256, 256]"),
         ("task.env_id=RoboSafe/Other-v0", "task.env_id='RoboSafe/Other-v0'", "task.env_id='RoboSafe/Ant-v0'"),
     ],
 )
@@ -86,7 +87,14 @@ def test_an_override_that_changes_the_networks_or_the_task_is_refused(
 def test_the_tool_refuses_a_conflicting_resume_before_hydra_makes_the_run_dir(logs: Path, tmp_path: Path) -> None:
     never = tmp_path / "never"
     done = subprocess.run(
-        [sys.executable, "tools/train.py", *TINY, f"resume={logs / 'exp'}", "algo=ppo", f"run_dir={never}"],
+        [
+            sys.executable,
+            "tools/train.py",
+            *TINY,
+            f"resume={logs / 'exp'}",
+            "actor.obs_normalization=false",
+            f"run_dir={never}",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
