@@ -27,7 +27,7 @@ def test_defaults_compose_to_the_documented_values(tmp_path: Path) -> None:
         0.01,
         1.0,
     )
-    assert (algo.num_learning_epochs, algo.num_mini_batches, algo.clip_param) == (5, 2, 0.2)
+    assert (algo.num_learning_epochs, algo.num_mini_batches, algo.clip_param) == (5, 4, 0.2)
     assert (algo.gamma, algo.lam, algo.entropy_coef) == (0.99, 0.95, 0.005)
     assert cfg.runner.experiment_name == "ant"
     assert cfg.safety.grad_guard.mode.name == "skip"

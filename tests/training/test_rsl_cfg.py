@@ -49,7 +49,7 @@ def test_presets_set_what_their_yaml_says() -> None:
     # (changes over them): ppo changes nothing, ppo_conservative five things, ppo_safe three more.
     plain = build_rsl_rl_cfg(_cfg(), "unused")
     assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005
-    assert plain["algorithm"]["num_mini_batches"] == 2 and plain["algorithm"]["num_learning_epochs"] == 5
+    assert plain["algorithm"]["num_mini_batches"] == 4 and plain["algorithm"]["num_learning_epochs"] == 5
     assert plain["actor"]["hidden_dims"] == [256, 256] and plain["critic"]["obs_normalization"] is True
     assert plain["actor"]["obs_clip"] is None and plain["algorithm"]["max_grad_norm"] == 1.0
     assert plain["actor"]["distribution_cfg"] == {
