@@ -70,7 +70,22 @@ def validate_state(
         ValueError: If a key is missing, an array has the wrong shape, or a value is NaN or Inf (written into the
             engine, it would poison the whole world).
     """
-    shapes = state_shapes(num_motors, num_feet, num_root)
+    return validate_record(state, state_shapes(num_motors, num_feet, num_root))
+
+
+def validate_record(state: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Check any task's state record against its keys and shapes, and convert it to float64 arrays.
+
+    Args:
+        state: The record (extra keys are ignored).
+        shapes: Key -> shape of every array the record must hold.
+
+    Returns:
+        The record's arrays as float64, keyed as ``shapes``.
+
+    Raises:
+        ValueError: If a key is missing, an array has the wrong shape, or a value is NaN or Inf.
+    """
     missing = [key for key in shapes if key not in state]
     if missing:
         raise ValueError(f"sim state lacks keys {missing}; expected the keys {list(shapes)}")

@@ -1,0 +1,252 @@
+"""Settings of the A1 velocity task, as typed dataclasses built from the plain dicts of ``task.env_kwargs``.
+
+Every default is Isaac Lab's (``isaaclab_tasks/manager_based/locomotion/velocity/velocity_env_cfg.py``, the A1
+overrides in ``config/a1/rough_env_cfg.py`` and ``config/a1/flat_env_cfg.py``, the actuator in
+``isaaclab_assets/robots/unitree.py``) unless its comment says otherwise. The task package imports nothing of
+``robo_safe_rl``, so the checks live here: a wrong key or value raises ``ValueError`` naming it and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    """Joint position actions tracked by an explicit PD law at every physics substep (Isaac Lab's ``DCMotorCfg``).
+
+    Attributes:
+        action_scale: Joint target = default pose + action_scale * action, rad (A1: 0.25, ``rough_env_cfg.py``).
+        stiffness: Kp in N m/rad (``UNITREE_A1_CFG``: 25.0).
+        damping: Kd in N m s/rad (``UNITREE_A1_CFG``: 0.5).
+        effort_limit: Torque limit in N m (``UNITREE_A1_CFG``: effort_limit = saturation_effort = 33.5).
+        velocity_limit: Joint speed at which the DC motor's torque reaches 0 in N m (``UNITREE_A1_CFG``: 21.0 rad/s).
+        sim_dt: Physics substep in s (``sim.dt = 1/200``).
+        decimation: Substeps per policy step (4: the policy runs at 50 Hz).
+        action_clip: The action space is [-action_clip, action_clip] (not in Isaac Lab, whose actions are unbounded):
+            10 * 0.25 = 2.5 rad of offset spans every joint's range from the standing pose, and the bound keeps the
+            reward's action-rate term bounded for ``reward_bound``.
+    """
+
+    action_scale: float = 0.25
+    stiffness: float = 25.0
+    damping: float = 0.5
+    effort_limit: float = 33.5
+    velocity_limit: float = 21.0
+    sim_dt: float = 0.005
+    decimation: int = 4
+    action_clip: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("action_scale", "effort_limit", "velocity_limit", "sim_dt", "action_clip"):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"env_kwargs.control.{name} must be > 0, got {getattr(self, name)}")
+        for name in ("stiffness", "damping"):
+            if not getattr(self, name) >= 0.0:
+                raise ValueError(f"env_kwargs.control.{name} must be >= 0, got {getattr(self, name)}")
+        if self.decimation < 1:
+            raise ValueError(f"env_kwargs.control.decimation must be >= 1, got {self.decimation}")
+
+    @property
+    def step_dt(self) -> float:
+        """Policy step in s (0.02)."""
+        return self.sim_dt * self.decimation
+
+
+@dataclass(frozen=True)
+class CommandConfig:
+    """Base velocity commands (Isaac Lab's ``UniformVelocityCommandCfg`` of ``CommandsCfg.base_velocity``).
+
+    Attributes:
+        resampling_time_s: Seconds between resamplings (the released Isaac Lab 2.x task: (10.0, 10.0)).
+        lin_vel_x: Range of the forward velocity command in m/s.
+        lin_vel_y: Range of the lateral velocity command in m/s.
+        ang_vel_z: Range of the yaw rate command in rad/s (also the clip of the heading controller's output).
+        heading: Range of the heading target in rad.
+        heading_command: Derive the yaw rate from a heading target (``heading_control_stiffness * heading error``).
+        rel_heading_envs: Fraction of samplings that use the heading target.
+        heading_control_stiffness: Gain of the heading controller in 1/s.
+        rel_standing_envs: Fraction of samplings that command standing still (all zero).
+    """
+
+    resampling_time_s: tuple[float, float] = (10.0, 10.0)
+    lin_vel_x: tuple[float, float] = (-1.0, 1.0)
+    lin_vel_y: tuple[float, float] = (-1.0, 1.0)
+    ang_vel_z: tuple[float, float] = (-1.0, 1.0)
+    heading: tuple[float, float] = (-math.pi, math.pi)
+    heading_command: bool = True
+    rel_heading_envs: float = 1.0
+    heading_control_stiffness: float = 0.5
+    rel_standing_envs: float = 0.02
+
+
+@dataclass(frozen=True)
+class RandomRange:
+    """One switchable randomisation event: a uniform draw from ``range`` when ``enabled``."""
+
+    enabled: bool = True
+    range: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class EventConfig:
+    """Randomisation events (Isaac Lab's ``EventCfg``), each switchable.
+
+    Attributes:
+        friction: Lateral friction of the robot's links, drawn at every reset (Isaac Lab's ``physics_material``
+            draws once at start-up from (0.8, 0.8); this range is legged_gym's ``friction_range`` (0.5, 1.25),
+            a randomisation worth the name). Bullet multiplies it with the ground's 1.0.
+        added_mass: Kilograms added to the trunk at every reset (A1: ``add_base_mass`` (-1.0, 3.0); Isaac Lab
+            draws it once at start-up).
+        joint_scale: Initial joint positions = default pose times a uniform factor, clipped to the joint limits
+            (``reset_robot_joints``: (0.5, 1.5) in the base task; the A1 override (1.0, 1.0) is ``enabled: false``).
+        yaw: Initial heading in rad (``reset_base`` pose_range yaw (-3.14, 3.14)).
+        push_interval_s: Seconds between pushes (``push_robot`` interval_range_s (10.0, 15.0)); ``enabled`` switches
+            the pushes.
+        push_velocity: Each push adds a uniform draw from this range to the base's x and y velocity in m/s
+            (``push_by_setting_velocity`` (-0.5, 0.5) in Isaac Lab 2.x).
+    """
+
+    friction: RandomRange = field(default_factory=lambda: RandomRange(True, (0.5, 1.25)))
+    added_mass: RandomRange = field(default_factory=lambda: RandomRange(True, (-1.0, 3.0)))
+    joint_scale: RandomRange = field(default_factory=lambda: RandomRange(True, (0.5, 1.5)))
+    yaw: RandomRange = field(default_factory=lambda: RandomRange(True, (-3.14, 3.14)))
+    push_interval_s: RandomRange = field(default_factory=lambda: RandomRange(True, (10.0, 15.0)))
+    push_velocity: tuple[float, float] = (-0.5, 0.5)
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Weights of the reward terms (Isaac Lab's ``RewardsCfg`` with the A1 flat overrides); a 0 weight skips the term.
+
+    Each term's value is ``weight * term * step_dt`` (Isaac Lab's ``RewardManager``), so a term's episode sum is
+    in "weight x seconds".
+    """
+
+    track_lin_vel_xy_exp: float = 1.5
+    track_ang_vel_z_exp: float = 0.75
+    lin_vel_z_l2: float = -2.0
+    ang_vel_xy_l2: float = -0.05
+    dof_torques_l2: float = -0.0002
+    dof_acc_l2: float = -2.5e-7
+    action_rate_l2: float = -0.01
+    feet_air_time: float = 0.25
+    # Isaac Lab's A1 config drops this term (None); here the base task's -1.0 on thigh contacts is kept.
+    undesired_contacts: float = -1.0
+    flat_orientation_l2: float = -2.5
+    dof_pos_limits: float = 0.0
+    tracking_std: float = math.sqrt(0.25)
+    """Std of the exponential tracking kernels in m/s and rad/s (``std = sqrt(0.25)``)."""
+    feet_air_time_threshold: float = 0.5
+    """Air time in s a foot's swing is rewarded beyond (penalised below)."""
+    contact_threshold: float = 1.0
+    """Contact normal force in N above which a link counts as touching (``threshold = 1.0``)."""
+    soft_joint_limit_factor: float = 0.9
+    """Fraction of each joint's range inside which ``dof_pos_limits`` costs nothing (``soft_joint_pos_limit_factor``).
+    """
+
+    def weights(self) -> dict[str, float]:
+        """Term name -> weight, for every term (the non-weight fields excluded)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in TERM_NAMES}
+
+
+#: Every reward term, in the order they are computed and logged.
+TERM_NAMES: tuple[str, ...] = (
+    "track_lin_vel_xy_exp",
+    "track_ang_vel_z_exp",
+    "lin_vel_z_l2",
+    "ang_vel_xy_l2",
+    "dof_torques_l2",
+    "dof_acc_l2",
+    "action_rate_l2",
+    "feet_air_time",
+    "undesired_contacts",
+    "flat_orientation_l2",
+    "dof_pos_limits",
+)
+
+
+@dataclass(frozen=True)
+class TerminationConfig:
+    """When an episode terminates (the 20 s time-out is the registration's truncation).
+
+    Attributes:
+        base_contact: End when the trunk touches the ground with more than the contact threshold
+            (``TerminationsCfg.base_contact`` on ``trunk``).
+        bad_orientation: End when the trunk's tilt exceeds ``limit_angle`` (Isaac Lab's ``mdp.bad_orientation``,
+            not in its velocity task).
+        limit_angle: Tilt limit in rad: beyond 1 rad the legs, whose abduction stops at 0.8 rad, can no longer
+            reach under the trunk to right it.
+    """
+
+    base_contact: bool = True
+    bad_orientation: bool = True
+    limit_angle: float = 1.0
+
+
+@dataclass(frozen=True)
+class A1Config:
+    """Everything a :class:`~robosafe_tasks.a1.env.A1FlatEnv` can be given (``task.env_kwargs``)."""
+
+    control: ControlConfig = field(default_factory=ControlConfig)
+    commands: CommandConfig = field(default_factory=CommandConfig)
+    events: EventConfig = field(default_factory=EventConfig)
+    rewards: RewardConfig = field(default_factory=RewardConfig)
+    terminations: TerminationConfig = field(default_factory=TerminationConfig)
+    obs_noise: bool = True
+    """Add Isaac Lab's uniform observation noise (``enable_corruption``; off to evaluate)."""
+
+
+def build(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
+    """Build the dataclass ``cls`` from a (nested) mapping, checking every key and value type.
+
+    Args:
+        cls: A dataclass of this module.
+        values: The keys to set (``None``: all defaults); nested dataclasses take mappings.
+        where: Dotted name of ``values`` for messages (``"env_kwargs.rewards"``).
+
+    Returns:
+        The instance.
+
+    Raises:
+        ValueError: On an unknown key, a value of the wrong kind, or a range whose low exceeds its high.
+    """
+    if values is None:
+        return cls()
+    if isinstance(values, cls):
+        return values
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{where} must be a mapping of {cls.__name__} fields, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}; valid keys: {sorted(fields)}")
+    defaults = cls()
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        default = getattr(defaults, name)
+        key = f"{where}.{name}"
+        if dataclasses.is_dataclass(default):
+            kwargs[name] = build(type(default), value, key)
+        elif isinstance(default, tuple):
+            pair = tuple(value) if isinstance(value, (list, tuple)) else None
+            if pair is None or len(pair) != 2 or not all(_is_real(v) for v in pair) or not pair[0] <= pair[1]:
+                raise ValueError(f"{key} must be a range [low, high] of numbers with low <= high, got {value!r}")
+            kwargs[name] = (float(pair[0]), float(pair[1]))
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ValueError(f"{key} must be true or false, got {value!r}")
+            kwargs[name] = value
+        elif isinstance(default, (int, float)):
+            if not _is_real(value) or (isinstance(default, int) and not float(value).is_integer()):
+                raise ValueError(f"{key} must be a finite {type(default).__name__}, got {value!r}")
+            kwargs[name] = type(default)(value)
+    return cls(**kwargs)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,351 @@
+"""``RoboSafe/A1Flat-v0``: Isaac Lab's flat velocity-tracking task for the Unitree A1, on PyBullet.
+
+Per policy step (50 Hz), in Isaac Lab's ``ManagerBasedRLEnv.step`` order: joint targets = standing pose + 0.25 *
+action; 4 physics substeps of 5 ms, each with the PD torques of :func:`~robosafe_tasks.a1.robot.pd_torques`; the
+reward terms and terminations on the new state with the command of the step; then the command manager (count down,
+resample, heading controller) and the interval event (pushes); then the observation.
+
+Observation (48,), float32, Isaac Lab's ``PolicyCfg`` order: base linear velocity (3, m/s) and angular velocity
+(3, rad/s) in the base frame, gravity direction in the base frame (3), command (vx, vy, yaw rate), joint positions
+minus the standing pose (12, rad), joint velocities (12, rad/s), last action (12); with ``obs_noise`` uniform noise
+of +-0.1, 0.2, 0.05, -, 0.01, 1.5, - per group. Action (12,) in [-10, 10].
+
+Deliberate differences from Isaac Lab: contacts (feet air time, trunk and thigh contacts) are read once per policy
+step rather than every substep, so air times have a 20 ms resolution; friction and added mass are drawn at every
+reset rather than once at start-up; ``info["reward_terms"]`` carries the weighted terms of the step (the adapter
+sums them per episode into ``Episode_Reward/<term>``). A non-finite action is not rejected: it reaches the engine,
+which is the fault the safety layer in front of the task exists to catch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+import pybullet
+
+from robosafe_tasks.a1 import commands, rewards, robot
+from robosafe_tasks.a1.config import A1Config, build
+from robosafe_tasks.a1.limits import A1_LIMITS, AIR_TIME_CAP, reward_bound
+from robosafe_tasks.a1.world import A1World, base_frame, yaw_of
+from robosafe_tasks.state import StateQuery, check_limits, validate_record
+
+#: Uniform observation noise half-widths per group (``PolicyCfg``'s ``Unoise``), commands and actions noiseless.
+_NOISE = np.concatenate([np.full(3, 0.1), np.full(3, 0.2), np.full(3, 0.05), np.zeros(3), np.full(12, 0.01),
+                         np.full(12, 1.5), np.zeros(12)])  # fmt: skip
+_UP = (0.0, 0.0, -1.0)
+
+#: Keys and shapes of :meth:`A1FlatEnv.get_sim_state`.
+STATE_SHAPES: dict[str, tuple[int, ...]] = {
+    "base_pos": (3,), "base_orn": (4,), "base_lin_vel": (3,), "base_ang_vel": (3,), "joint_pos": (12,),
+    "joint_vel": (12,), "command": (3,), "command_heading": (), "command_flags": (2,), "command_time_left": (),
+    "last_action": (12,), "air_time": (4,), "contact_time": (4,), "last_air_time": (4,), "push_time_left": (),
+    "elapsed_steps": (), "friction": (), "added_mass": (),
+}  # fmt: skip
+
+
+class A1FlatEnv(gymnasium.Env[np.ndarray, np.ndarray]):
+    """The A1 tracking commanded base velocities on flat ground (module docstring), with the simulator protocol.
+
+    Args:
+        render_mode: ``None`` or ``"rgb_array"``.
+        render_width: Width of rendered images in pixels.
+        render_height: Height of rendered images in pixels.
+        **cfg: The sections of :class:`~robosafe_tasks.a1.config.A1Config` as mappings (``task.env_kwargs``).
+
+    Raises:
+        ValueError: On an unknown render mode or a bad setting (naming its key).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
+    physics_error_types: tuple[type[BaseException], ...] = (pybullet.error,)
+    #: Resident memory of one env in bytes (a DIRECT client is 28 MiB whatever the robot; see ``LocomotionEnv``).
+    memory_per_env: ClassVar[int] = 32 * 2**20
+    action_names: list[str] = list(robot.JOINT_NAMES)  # noqa: RUF012  (read-only, the protocol's attribute)
+
+    def __init__(
+        self, render_mode: str | None = None, render_width: int = 320, render_height: int = 240, **cfg: Any
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self._init_kwargs = {"render_mode": render_mode, "render_width": render_width, "render_height": render_height}
+        self._init_kwargs.update(cfg)
+        self.render_mode, self.render_width, self.render_height = render_mode, render_width, render_height
+        self.cfg: A1Config = build(A1Config, cfg, "env_kwargs")
+        ctl = self.cfg.control
+        self.step_dt = ctl.step_dt
+        clip = ctl.action_clip
+        self.action_space = gymnasium.spaces.Box(-clip, clip, (12,), np.float32)
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (48,), np.float32)
+        self._terms = rewards.active_terms(self.cfg.rewards)
+        #: Names of the reward terms computed (non-zero weight), in the order of ``info["reward_terms"]``.
+        self.reward_terms: tuple[str, ...] = tuple(name for name, _ in self._terms)
+        self.reward_bound = reward_bound(self.cfg, A1_LIMITS)
+        self._default_q = np.array(robot.DEFAULT_JOINT_POS)
+        self._world = A1World(self.cfg)
+        span = self._world.joint_high - self._world.joint_low
+        mid = 0.5 * (self._world.joint_high + self._world.joint_low)
+        factor = self.cfg.rewards.soft_joint_limit_factor
+        self._soft_low, self._soft_high = mid - 0.5 * span * factor, mid + 0.5 * span * factor
+        self._zero_episode_state()
+
+    def _zero_episode_state(self) -> None:
+        self._command = commands.Command([0.0, 0.0, 0.0])
+        self._last_action = np.zeros(12)
+        self._air_time, self._contact_time, self._last_air_time = np.zeros(4), np.zeros(4), np.zeros(4)
+        self._push_time_left = math.inf
+        self._elapsed_steps = 0
+        self._friction, self._added_mass = 1.0, 0.0
+        self._last_query: StateQuery | None = None
+        self._state_finite = True
+
+    # ------------------------------------------------------------------ life cycle
+    @property
+    def client_id(self) -> int:
+        """The PyBullet client id of this env's world (-1 when closed)."""
+        return self._world.client
+
+    @property
+    def robot_id(self) -> int:
+        """The body id of the A1 in :attr:`client_id`."""
+        return self._world.robot
+
+    def __getstate__(self) -> dict[str, Any]:
+        """An env pickles as its constructor arguments; the copy builds its own world (reset it before stepping)."""
+        return {"init_kwargs": dict(self._init_kwargs)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["init_kwargs"])  # type: ignore[misc]  # the one way to build the world
+
+    def close(self) -> None:
+        """Disconnect the physics client; later ``step``/``reset`` raise ``ClosedEnvironmentError``."""
+        self._world.close()
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        """Standing pose (randomised by the enabled events), a fresh command, zero velocities.
+
+        Raises:
+            pybullet.error: If the physics client is gone (call :meth:`rebuild_simulation`).
+        """
+        self._world.check_open(type(self).__name__, "reset")
+        super().reset(seed=seed)
+        if not self._state_finite:
+            self.rebuild_simulation()
+        w, ev, rng = self._world, self.cfg.events, self.np_random
+        pybullet.restoreState(w.initial_state, physicsClientId=w.client)
+        self._zero_episode_state()
+        q = self._default_q.copy()
+        if ev.joint_scale.enabled:
+            q = np.clip(q * rng.uniform(*ev.joint_scale.range, size=12), w.joint_low, w.joint_high)
+        yaw = float(rng.uniform(*ev.yaw.range)) if ev.yaw.enabled else 0.0
+        orn = pybullet.getQuaternionFromEuler((0.0, 0.0, yaw))
+        w.reset_pose((0.0, 0.0, robot.SPAWN_HEIGHT), orn, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), q, np.zeros(12))
+        self._friction = float(rng.uniform(*ev.friction.range)) if ev.friction.enabled else 1.0
+        self._added_mass = float(rng.uniform(*ev.added_mass.range)) if ev.added_mass.enabled else 0.0
+        w.set_friction(self._friction)
+        w.set_added_mass(self._added_mass)
+        if ev.push_interval_s.enabled:
+            self._push_time_left = float(rng.uniform(*ev.push_interval_s.range))
+        self._command = commands.sample(self.cfg.commands, rng)
+        commands.update(self._command, yaw, self.cfg.commands)
+        return self._observe(), {}
+
+    def raw_step(self, action: np.ndarray) -> None:
+        """Only the simulation part of :meth:`step`: PD torques and ``decimation`` physics substeps.
+
+        Args:
+            action: Shape (12,). NaN passes through to the engine (and poisons it).
+        """
+        w, ctl = self._world, self.cfg.control
+        target = self._default_q + ctl.action_scale * np.asarray(action, dtype=np.float64)
+        for _ in range(ctl.decimation):
+            q, qd = w.joint_arrays()
+            self._torques = robot.pd_torques(target, q, qd, ctl)
+            w.apply_torques(self._torques)
+            pybullet.stepSimulation(physicsClientId=w.client)
+        self._qd_before = qd
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Advance one policy step (module docstring).
+
+        Returns:
+            Observation (48,), reward (sum of the active weighted terms), terminated (trunk contact, bad orientation
+            or a non-finite state), truncated (always False: the registration's time limit truncates), and
+            ``info["reward_terms"]``: the weighted terms, float64, shape (len(reward_terms),).
+
+        Raises:
+            ValueError: If the action does not have shape (12,).
+            pybullet.error: If the physics client is gone.
+        """
+        self._world.check_open(type(self).__name__, "step")
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape != (12,):
+            raise ValueError(f"action must have shape (12,), got {a.shape}")
+        self.raw_step(a)
+        self._elapsed_steps += 1
+        w, cfg, dt = self._world, self.cfg, self.step_dt
+        query = w.query()
+        self._last_query = query
+        pos, orn, lin, ang, states = query
+        q = np.array([s[0] for s in states])
+        qd = np.array([s[1] for s in states])
+        lin_b, ang_b, grav_b = base_frame(orn, [lin, ang, _UP])
+        forces = robot.link_contact_forces(w.client, w.robot, w.ground, w.num_links)
+        threshold = cfg.rewards.contact_threshold
+        first_contact = self._update_air_time(forces[np.array(w.foot_ids) + 1] > threshold)
+        s = rewards.StepState(
+            lin_vel_b=lin_b, ang_vel_b=ang_b, gravity_b=grav_b, command=list(self._command.velocity), joint_pos=q,
+            torques=self._torques, joint_acc=(qd - self._qd_before) / cfg.control.sim_dt, action=a,
+            last_action=self._last_action, first_contact=first_contact, last_air_time=self._last_air_time.copy(),
+            thigh_forces=forces[np.array(w.thigh_ids) + 1], soft_low=self._soft_low, soft_high=self._soft_high,
+        )  # fmt: skip
+        terms = rewards.weighted_terms(s, self._terms, cfg.rewards, dt)
+        reward = float(sum(terms))
+        self._state_finite = math.isfinite(sum(pos) + sum(orn) + sum(lin) + sum(ang) + float(q.sum() + qd.sum()))
+        terminated = not self._state_finite or self._terminated(forces, grav_b)
+        self._last_action = a
+        self._command = commands.advance(self._command, dt, yaw_of(orn), cfg.commands, self.np_random)
+        self._push_if_due(lin, ang)
+        info = {"reward_terms": np.array(terms, dtype=np.float64)}
+        return self._observe(query), reward, terminated, False, info
+
+    def _terminated(self, forces: np.ndarray, grav_b: np.ndarray) -> bool:
+        t = self.cfg.terminations
+        if t.base_contact and forces[robot.TRUNK + 1] > self.cfg.rewards.contact_threshold:
+            return True
+        # The tilt is acos(-g_z) (Isaac Lab's mdp.bad_orientation).
+        return t.bad_orientation and math.acos(min(max(-float(grav_b[2]), -1.0), 1.0)) > t.limit_angle
+
+    def _update_air_time(self, contact: np.ndarray) -> np.ndarray:
+        """Isaac Lab's ``ContactSensor`` air-time bookkeeping at the policy rate; returns the step's touch-downs."""
+        dt = self.step_dt
+        first = (self._air_time > 0.0) & contact
+        self._last_air_time = np.where(first, self._air_time + dt, self._last_air_time)
+        self._air_time = np.where(contact, 0.0, np.minimum(self._air_time + dt, AIR_TIME_CAP))
+        self._contact_time = np.where(contact, self._contact_time + dt, 0.0)
+        # compute_first_contact: in contact for less than one step.
+        return (self._contact_time > 0.0) & (self._contact_time < dt + 1e-8)
+
+    def _push_if_due(self, lin: Any, ang: Any) -> None:
+        """Interval event ``push_robot``: add a random planar velocity to the base."""
+        ev = self.cfg.events
+        self._push_time_left -= self.step_dt
+        if not ev.push_interval_s.enabled or self._push_time_left > 0.0:
+            return
+        self._push_time_left = float(self.np_random.uniform(*ev.push_interval_s.range))
+        dx, dy = self.np_random.uniform(*ev.push_velocity, size=2)
+        w = self._world
+        new_lin = (lin[0] + float(dx), lin[1] + float(dy), lin[2])
+        pybullet.resetBaseVelocity(w.robot, new_lin, list(ang), physicsClientId=w.client)
+        self._last_query = None
+
+    def _observe(self, query: StateQuery | None = None) -> np.ndarray:
+        """The policy observation (module docstring) of the current state."""
+        query = query if query is not None else self._world.query()
+        self._last_query = query
+        _, orn, lin, ang, states = query
+        lin_b, ang_b, grav_b = base_frame(orn, [lin, ang, _UP])
+        q = np.array([s[0] for s in states]) - self._default_q
+        qd = np.array([s[1] for s in states])
+        obs = np.concatenate([lin_b, ang_b, grav_b, self._command.velocity, q, qd, self._last_action])
+        if self.cfg.obs_noise:
+            obs += self.np_random.uniform(-_NOISE, _NOISE)
+        return obs.astype(np.float32)
+
+    # ------------------------------------------------------------------ rendering
+    def render(self) -> np.ndarray | None:
+        """Render from 1.5 m behind and above the trunk (software renderer, works headless).
+
+        Returns:
+            With ``render_mode="rgb_array"``, an image of shape (render_height, render_width, 3), uint8; else None.
+        """
+        if self.render_mode != "rgb_array":
+            return None
+        c = self._world.client
+        trunk, _ = pybullet.getBasePositionAndOrientation(self._world.robot, physicsClientId=c)
+        view = pybullet.computeViewMatrixFromYawPitchRoll(trunk, 1.5, 30.0, -25.0, 0.0, 2, physicsClientId=c)
+        proj = pybullet.computeProjectionMatrixFOV(60.0, self.render_width / self.render_height, 0.05, 50.0)
+        _, _, rgba, _, _ = pybullet.getCameraImage(
+            self.render_width, self.render_height, viewMatrix=view, projectionMatrix=proj,
+            renderer=pybullet.ER_TINY_RENDERER, physicsClientId=c,
+        )  # fmt: skip
+        image = np.asarray(rgba, dtype=np.uint8).reshape(self.render_height, self.render_width, 4)
+        return np.ascontiguousarray(image[:, :, :3])
+
+    # ------------------------------------------------------------------ simulator protocol
+    def rebuild_simulation(self) -> None:
+        """Throw the physics world away and build it again (the recovery after a NaN reached PyBullet); then reset.
+
+        Raises:
+            gymnasium.error.ClosedEnvironmentError: After :meth:`close`.
+        """
+        self._world.check_open(type(self).__name__, "rebuild_simulation")
+        self._world.build()
+        self._last_query = None
+        self._state_finite = True
+
+    def get_sim_state(self) -> dict[str, np.ndarray]:
+        """Everything needed to continue this moment in another env of the task: keys and shapes of
+        :data:`STATE_SHAPES`, float64 (robot state, command, last action, air times, timers, drawn friction and mass).
+
+        Raises:
+            pybullet.error: If the physics client is gone.
+        """
+        pos, orn, lin, ang, states = self._world.query()
+        c = self._command
+        values = {
+            "base_pos": pos, "base_orn": orn, "base_lin_vel": lin, "base_ang_vel": ang,
+            "joint_pos": [s[0] for s in states], "joint_vel": [s[1] for s in states], "command": c.velocity,
+            "command_heading": c.heading, "command_flags": (c.heading_env, c.standing_env),
+            "command_time_left": c.time_left, "last_action": self._last_action, "air_time": self._air_time,
+            "contact_time": self._contact_time, "last_air_time": self._last_air_time,
+            "push_time_left": min(self._push_time_left, 1e9), "elapsed_steps": self._elapsed_steps,
+            "friction": self._friction, "added_mass": self._added_mass,
+        }  # fmt: skip
+        return {key: np.array(value, dtype=np.float64) for key, value in values.items()}
+
+    def set_sim_state(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        """Restore a state from :meth:`get_sim_state` (after :meth:`reset`) and return its observation.
+
+        Raises:
+            ValueError: If a key is missing, a shape is wrong, or a value is not finite.
+            pybullet.error: If the physics client is gone.
+        """
+        v = validate_record(state, STATE_SHAPES)
+        w = self._world
+        w.reset_pose(v["base_pos"], v["base_orn"], v["base_lin_vel"], v["base_ang_vel"], v["joint_pos"], v["joint_vel"])
+        flags = v["command_flags"]
+        self._command = commands.Command(
+            v["command"].tolist(), float(v["command_heading"]), bool(flags[0]), bool(flags[1]),
+            float(v["command_time_left"]),
+        )  # fmt: skip
+        self._last_action = v["last_action"].copy()
+        self._air_time, self._contact_time = v["air_time"].copy(), v["contact_time"].copy()
+        self._last_air_time = v["last_air_time"].copy()
+        self._push_time_left = float(v["push_time_left"]) if self.cfg.events.push_interval_s.enabled else math.inf
+        self._elapsed_steps = int(v["elapsed_steps"])
+        self._friction, self._added_mass = float(v["friction"]), float(v["added_mass"])
+        w.set_friction(self._friction)
+        w.set_added_mass(self._added_mass)
+        return self._observe()
+
+    def check_state(self) -> str | None:
+        """``None`` if the last observed state is finite and within :data:`~robosafe_tasks.a1.limits.A1_LIMITS`,
+        else a one-line reason naming the quantity, its value and the limit."""
+        query = self._last_query if self._last_query is not None else self._world.query()
+        return check_limits(query, A1_LIMITS, self.action_names)
+
+    def break_simulation(self) -> None:
+        """Fault injection: disconnect the physics client behind the env's back (the next call raises)."""
+        self._world.break_client()
+
+    def perturb_state(self, scale: float) -> None:
+        """Fault injection: throw the base at ``scale`` times the speed limits, along (1, 1, 1) / sqrt(3)."""
+        unit = scale / math.sqrt(3.0)
+        lin = [unit * A1_LIMITS.base_speed] * 3
+        ang = [unit * A1_LIMITS.base_angular_speed] * 3
+        pybullet.resetBaseVelocity(self._world.robot, lin, ang, physicsClientId=self._world.client)
+        self._last_query = None

@@ -1,0 +1,154 @@
+"""The reward terms of Isaac Lab's velocity task (``isaaclab.envs.mdp.rewards`` and the locomotion ``mdp``), as pure
+functions of one env's state, and the weighted sum that skips zero weights.
+
+Every function returns the raw term (before weight and ``step_dt``); :func:`weighted_terms` forms
+``weight * term * step_dt`` as Isaac Lab's ``RewardManager`` does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from robosafe_tasks.a1.config import RewardConfig
+
+
+@dataclass
+class StepState:
+    """What the reward terms read after one policy step (base-frame quantities as Isaac Lab's ``*_b``).
+
+    Attributes:
+        lin_vel_b: Base linear velocity in the base frame, m/s. Shape: (3,).
+        ang_vel_b: Base angular velocity in the base frame, rad/s. Shape: (3,).
+        gravity_b: Unit gravity direction in the base frame. Shape: (3,).
+        command: Commanded (vx m/s, vy m/s, yaw rate rad/s) of the step.
+        joint_pos: Joint positions, rad. Shape: (12,).
+        torques: Torques applied in the last substep, N m. Shape: (12,).
+        joint_acc: Joint accelerations over the last substep, rad/s^2. Shape: (12,).
+        action: This step's action. Shape: (12,).
+        last_action: The previous step's action. Shape: (12,).
+        first_contact: Per foot, True if it touched down during this step. Shape: (4,).
+        last_air_time: Per foot, the length of its last swing in s. Shape: (4,).
+        thigh_forces: Normal contact force of each thigh on the ground, N. Shape: (4,).
+        soft_low: Lower soft joint limits, rad. Shape: (12,).
+        soft_high: Upper soft joint limits, rad. Shape: (12,).
+    """
+
+    lin_vel_b: np.ndarray
+    ang_vel_b: np.ndarray
+    gravity_b: np.ndarray
+    command: list[float]
+    joint_pos: np.ndarray
+    torques: np.ndarray
+    joint_acc: np.ndarray
+    action: np.ndarray
+    last_action: np.ndarray
+    first_contact: np.ndarray
+    last_air_time: np.ndarray
+    thigh_forces: np.ndarray
+    soft_low: np.ndarray
+    soft_high: np.ndarray
+
+
+def track_lin_vel_xy_exp(s: StepState, cfg: RewardConfig) -> float:
+    """exp(-|command_xy - v_xy|^2 / std^2): 1 when the base moves as commanded."""
+    ex, ey = s.command[0] - s.lin_vel_b[0], s.command[1] - s.lin_vel_b[1]
+    return math.exp(-(ex * ex + ey * ey) / cfg.tracking_std**2)
+
+
+def track_ang_vel_z_exp(s: StepState, cfg: RewardConfig) -> float:
+    """exp(-(command_yaw_rate - w_z)^2 / std^2)."""
+    e = s.command[2] - s.ang_vel_b[2]
+    return math.exp(-(e * e) / cfg.tracking_std**2)
+
+
+def lin_vel_z_l2(s: StepState, cfg: RewardConfig) -> float:
+    """v_z^2 (bouncing)."""
+    return float(s.lin_vel_b[2] ** 2)
+
+
+def ang_vel_xy_l2(s: StepState, cfg: RewardConfig) -> float:
+    """w_x^2 + w_y^2 (rolling and pitching)."""
+    return float(s.ang_vel_b[0] ** 2 + s.ang_vel_b[1] ** 2)
+
+
+def dof_torques_l2(s: StepState, cfg: RewardConfig) -> float:
+    """Sum of squared joint torques."""
+    return float(np.dot(s.torques, s.torques))
+
+
+def dof_acc_l2(s: StepState, cfg: RewardConfig) -> float:
+    """Sum of squared joint accelerations."""
+    return float(np.dot(s.joint_acc, s.joint_acc))
+
+
+def action_rate_l2(s: StepState, cfg: RewardConfig) -> float:
+    """Sum of squared changes of the action since the last step."""
+    d = s.action - s.last_action
+    return float(np.dot(d, d))
+
+
+def feet_air_time(s: StepState, cfg: RewardConfig) -> float:
+    """Per touch-down, (swing time - threshold); only while the commanded planar speed exceeds 0.1 m/s."""
+    if math.hypot(s.command[0], s.command[1]) <= 0.1:
+        return 0.0
+    return float(np.sum((s.last_air_time - cfg.feet_air_time_threshold) * s.first_contact))
+
+
+def undesired_contacts(s: StepState, cfg: RewardConfig) -> float:
+    """Number of thighs touching the ground."""
+    return float(np.count_nonzero(s.thigh_forces > cfg.contact_threshold))
+
+
+def flat_orientation_l2(s: StepState, cfg: RewardConfig) -> float:
+    """g_x^2 + g_y^2 of the gravity direction in the base frame (0 when the trunk is level)."""
+    return float(s.gravity_b[0] ** 2 + s.gravity_b[1] ** 2)
+
+
+def dof_pos_limits(s: StepState, cfg: RewardConfig) -> float:
+    """Sum of how far the joints are beyond their soft limits, rad."""
+    below = np.clip(s.soft_low - s.joint_pos, 0.0, None)
+    above = np.clip(s.joint_pos - s.soft_high, 0.0, None)
+    return float(np.sum(below + above))
+
+
+#: Term name -> function, in :data:`~robosafe_tasks.a1.config.TERM_NAMES` order.
+TERMS: dict[str, Callable[[StepState, RewardConfig], float]] = {
+    f.__name__: f
+    for f in (
+        track_lin_vel_xy_exp,
+        track_ang_vel_z_exp,
+        lin_vel_z_l2,
+        ang_vel_xy_l2,
+        dof_torques_l2,
+        dof_acc_l2,
+        action_rate_l2,
+        feet_air_time,
+        undesired_contacts,
+        flat_orientation_l2,
+        dof_pos_limits,
+    )
+}
+
+
+def active_terms(cfg: RewardConfig) -> list[tuple[str, float]]:
+    """The terms with a non-zero weight, in order, with their weights; the others are never computed."""
+    return [(name, weight) for name, weight in cfg.weights().items() if weight != 0.0]
+
+
+def weighted_terms(s: StepState, terms: list[tuple[str, float]], cfg: RewardConfig, dt: float) -> list[float]:
+    """``weight * term * dt`` of each active term.
+
+    Args:
+        s: The step's state.
+        terms: :func:`active_terms`.
+        cfg: Term parameters.
+        dt: Policy step in s.
+
+    Returns:
+        One value per active term, in order.
+    """
+    return [weight * TERMS[name](s, cfg) * dt for name, weight in terms]

@@ -1,0 +1,142 @@
+"""The A1's physics world and its life cycle: one DIRECT client per env, claimed, rebuilt, closed, pickled.
+
+The same client handling as :class:`robosafe_tasks.base.LocomotionEnv` (``physics.claim_client`` /
+``release_client``, a rebuild that empties a live client with ``resetSimulation`` or makes a new one for a dead
+client), for a URDF robot on a plane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pybullet
+
+from robosafe_tasks import physics
+from robosafe_tasks.a1 import robot
+from robosafe_tasks.a1.config import A1Config
+from robosafe_tasks.state import StateQuery
+
+
+class A1World:
+    """Owns one PyBullet client holding a plane and an A1; the env's physics half.
+
+    Args:
+        cfg: The task settings (``control`` is used here).
+    """
+
+    def __init__(self, cfg: A1Config) -> None:
+        self.cfg = cfg
+        self.client = physics.NO_CLIENT
+        self.closed = False
+        self.build()
+
+    def build(self) -> None:
+        """Empty the world (or make a new client if ours is gone) and load plane and robot."""
+        if physics.is_connected(self.client):
+            pybullet.resetSimulation(physicsClientId=self.client)
+        else:
+            physics.release_client(self.client, self._forget_client)
+            self.client = physics.connect_direct()
+            physics.claim_client(self.client, self._forget_client)
+        c = self.client
+        self.ground, self.robot = robot.load_world(c, self.cfg.control)
+        joints = physics.find_motor_joints(c, self.robot)
+        if tuple(joints.names) != robot.JOINT_NAMES:
+            raise ValueError(f"{robot.URDF_FILE} has the motor joints {joints.names}, expected {robot.JOINT_NAMES}")
+        self.joint_ids: list[int] = joints.indices
+        self.joint_low, self.joint_high = joints.lower, joints.upper
+        self.num_links = pybullet.getNumJoints(self.robot, physicsClientId=c)
+        self.foot_ids = physics.find_links(c, self.robot, robot.FOOT_LINKS)
+        self.thigh_ids = physics.find_links(c, self.robot, robot.THIGH_LINKS)
+        self.trunk_mass = pybullet.getDynamicsInfo(self.robot, robot.TRUNK, physicsClientId=c)[0]
+        self.links = list(range(-1, self.num_links))
+        self.initial_state = pybullet.saveState(physicsClientId=c)
+
+    def _forget_client(self, client: int) -> None:
+        """Called when another env was handed the (dead) client id ``client``: never touch that world."""
+        if self.client == client:
+            self.client = physics.NO_CLIENT
+
+    def close(self) -> None:
+        """Disconnect and free the client; safe to call more than once."""
+        self.closed = True
+        client, self.client = self.client, physics.NO_CLIENT
+        physics.release_client(client, self._forget_client)
+        if physics.is_connected(client):
+            pybullet.disconnect(physicsClientId=client)
+
+    def __del__(self) -> None:
+        # Interpreter shutdown may have torn pybullet down already.
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def check_open(self, owner: str, method: str) -> None:
+        """Raise ``ClosedEnvironmentError`` after :meth:`close`."""
+        if self.closed:
+            raise gymnasium.error.ClosedEnvironmentError(f"{owner}.{method}() after close(); make a new env")
+
+    # ------------------------------------------------------------------ engine access
+    def query(self) -> StateQuery:
+        """Base pose, base velocity and the motor joints' states, as :func:`robosafe_tasks.state.check_limits`
+        takes them."""
+        c, r = self.client, self.robot
+        pos, orn = pybullet.getBasePositionAndOrientation(r, physicsClientId=c)
+        lin, ang = pybullet.getBaseVelocity(r, physicsClientId=c)
+        states = pybullet.getJointStates(r, self.joint_ids, physicsClientId=c)
+        return pos, orn, lin, ang, states
+
+    def joint_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Joint positions (rad) and velocities (rad/s). Shapes: (12,)."""
+        states = pybullet.getJointStates(self.robot, self.joint_ids, physicsClientId=self.client)
+        return np.array([s[0] for s in states]), np.array([s[1] for s in states])
+
+    def apply_torques(self, torques: np.ndarray) -> None:
+        """Command torques for the next ``stepSimulation`` (a TORQUE_CONTROL command lasts one call)."""
+        pybullet.setJointMotorControlArray(
+            self.robot, self.joint_ids, pybullet.TORQUE_CONTROL, forces=torques.tolist(), physicsClientId=self.client
+        )
+
+    def reset_pose(self, pos: Any, orn: Any, lin: Any, ang: Any, q: Any, qd: Any) -> None:
+        """Write base pose, base velocity and joint states."""
+        c, r = self.client, self.robot
+        pybullet.resetBasePositionAndOrientation(r, list(pos), list(orn), physicsClientId=c)
+        pybullet.resetBaseVelocity(r, list(lin), list(ang), physicsClientId=c)
+        for joint, qj, qdj in zip(self.joint_ids, q, qd, strict=True):
+            pybullet.resetJointState(r, joint, float(qj), float(qdj), physicsClientId=c)
+
+    def set_friction(self, friction: float) -> None:
+        """Lateral friction of every robot link."""
+        for link in self.links:
+            pybullet.changeDynamics(self.robot, link, lateralFriction=friction, physicsClientId=self.client)
+
+    def set_added_mass(self, added: float) -> None:
+        """Trunk mass = the URDF's + ``added`` kg."""
+        pybullet.changeDynamics(self.robot, robot.TRUNK, mass=self.trunk_mass + added, physicsClientId=self.client)
+
+    def break_client(self) -> None:
+        """Fault injection: disconnect the client behind the env's back, as a crashed engine would."""
+        pybullet.disconnect(physicsClientId=self.client)
+
+
+def base_frame(orn: Any, vectors: list[Any]) -> list[np.ndarray]:
+    """Rotate world-frame vectors into the base frame (``quat_rotate_inverse``).
+
+    Args:
+        orn: Base orientation, quaternion xyzw.
+        vectors: World-frame 3-vectors.
+
+    Returns:
+        The vectors in the base frame.
+    """
+    rot = np.array(pybullet.getMatrixFromQuaternion(orn)).reshape(3, 3)  # base-to-world
+    return [rot.T @ np.asarray(v, dtype=np.float64) for v in vectors]
+
+
+def yaw_of(orn: Any) -> float:
+    """Heading of a quaternion xyzw in rad."""
+    x, y, z, w = orn
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
