@@ -41,6 +41,9 @@ class EnvInfo:
         env_id: Its gymnasium id (``None`` without a spec).
         simulated: Whether the task implements the simulator protocol.
         action_names: One name per action component, when the task names them.
+        reward_terms: Names of the reward terms the task reports per step in ``info["reward_terms"]`` (its
+            ``reward_terms`` attribute; empty when it reports none).
+        step_dt: Simulated seconds of one env step (the task's ``step_dt``), when it says.
     """
 
     observation_space: gym.Space
@@ -49,6 +52,8 @@ class EnvInfo:
     env_id: str | None
     simulated: bool
     action_names: list[str] | None
+    reward_terms: tuple[str, ...] = ()
+    step_dt: float | None = None
 
     @classmethod
     def of(cls, env: gym.Env) -> EnvInfo:
@@ -62,6 +67,8 @@ class EnvInfo:
             env_id=spec.id if spec is not None else None,
             simulated=is_simulated(env.unwrapped),
             action_names=list(names) if names is not None else None,
+            reward_terms=tuple(getattr(env.unwrapped, "reward_terms", ())),
+            step_dt=getattr(env.unwrapped, "step_dt", None),
         )
 
 
@@ -75,12 +82,15 @@ class BatchStep:
         rewards: Rewards as the envs returned them. Shape: (num_envs,), float64 (exact for any float reward).
         terminated: Gymnasium's ``terminated``. Shape: (num_envs,), bool.
         truncated: Gymnasium's ``truncated``. Shape: (num_envs,), bool.
+        terms: The step's reward terms (``EnvInfo.reward_terms``; zeros for a step SafeStep ended). Shape:
+            (num_envs, num_terms), float64.
     """
 
     obs: np.ndarray
     rewards: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+    terms: np.ndarray
 
 
 class EnvBatch(Protocol):
@@ -108,13 +118,21 @@ class EnvBatch(Protocol):
         """Close every env (and stop the processes that host them)."""
 
 
-def step_and_reset(env: gym.Env, action: np.ndarray) -> tuple[Any, float, bool, bool]:
+def step_and_reset(env: gym.Env, action: np.ndarray, terms: np.ndarray) -> tuple[Any, float, bool, bool]:
     """Step one env and reset it when its episode ended; the adapter's per-env step, wherever the env lives.
+
+    Args:
+        env: The env.
+        action: Its action.
+        terms: Where the step's ``info["reward_terms"]`` is written (zeros when the info has none: a step SafeStep
+            ended). Shape: (num_terms,), possibly (0,).
 
     Returns:
         The observation (after the reset when the episode ended), the reward, terminated and truncated.
     """
     ob, reward, terminated, truncated, info = env.step(action)
+    if terms.size:
+        terms[:] = info.get("reward_terms", 0.0)
     # SafeStep already reset an env it recovered and returned the new episode's first observation.
     if (terminated or truncated) and not info.get("safe_step", {}).get("reset", False):
         ob, _ = env.reset()
@@ -148,9 +166,12 @@ class LocalEnvBatch:
             rewards=np.empty(n, dtype=np.float64),
             terminated=np.empty(n, dtype=bool),
             truncated=np.empty(n, dtype=bool),
+            terms=np.zeros((n, len(self.infos[0].reward_terms))),
         )
         for i, env in enumerate(self.envs):
-            out.obs[i], out.rewards[i], out.terminated[i], out.truncated[i] = step_and_reset(env, actions[i])
+            out.obs[i], out.rewards[i], out.terminated[i], out.truncated[i] = step_and_reset(
+                env, actions[i], out.terms[i]
+            )
         if self.recorder is not None:
             self.recorder.advance(n)
         return out

@@ -8,7 +8,10 @@ end (gymnasium's terminated / truncated), and the step reports
 - ``dones`` = terminated or truncated (``torch.long``, as Isaac Lab's wrapper does),
 - ``extras["time_outs"]`` = truncated and not terminated, so rsl-rl bootstraps the value of time-limited episodes,
 - ``extras["log"]`` = the return and length of the episodes that ended in this step (rsl-rl's logger averages them
-  over the iteration and writes ``Episode/return`` and ``Episode/length``).
+  over the iteration and writes ``Episode/return`` and ``Episode/length``), and for a task that reports named reward
+  terms (``reward_terms`` on the env, ``info["reward_terms"]`` per step) each term's episode sum as
+  ``Episode_Reward/<term>``, divided by the maximum episode length in seconds when the task gives its ``step_dt``
+  (as Isaac Lab's ``RewardManager`` does, so a term that paid its full weight every second logs its weight).
 
 Observations are a TensorDict with one group, ``policy`` (used by actor and critic). On a CUDA device, observations,
 rewards, dones and time-outs travel in one host-to-device copy per step (one packed buffer, sliced on the device).
@@ -79,6 +82,11 @@ class GymVecEnv(VecEnv):
         self.cfg = cfg if cfg is not None else {}
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
         self._episode_return = np.zeros(self.num_envs, dtype=np.float64)
+        self._term_names = infos[0].reward_terms
+        self._episode_terms = np.zeros((self.num_envs, len(self._term_names)), dtype=np.float64)
+        step_dt = infos[0].step_dt
+        # Isaac Lab's divisor, max_episode_length_s; a task without a step length logs plain episode sums.
+        self._term_divisor = self.max_episode_length * step_dt if step_dt else 1.0
         # One packed host buffer per step for a device other than the CPU: [obs | rewards | dones | time-outs].
         self._staging: torch.Tensor | None = None
         if packed if packed is not None else torch.device(device).type != "cpu":
@@ -104,6 +112,8 @@ class GymVecEnv(VecEnv):
         out = self.batch.step(actions_np)
         # Summed in float64 from the rewards as the envs returned them, as one would per env.
         self._episode_return += out.rewards
+        if self._term_names:
+            self._episode_terms += out.terms
         ended = out.terminated | out.truncated
         truncated = out.truncated & ~out.terminated
         log: dict[str, torch.Tensor] = {}
@@ -113,6 +123,10 @@ class GymVecEnv(VecEnv):
             log["Episode/return"] = torch.from_numpy(self._episode_return[finished]).to(torch.float32)
             log["Episode/length"] = self.episode_length_buf[rows].to(torch.float32)
             self._episode_return[finished] = 0.0
+            for j, name in enumerate(self._term_names):
+                sums = self._episode_terms[finished, j] / self._term_divisor
+                log[f"Episode_Reward/{name}"] = torch.from_numpy(sums).to(torch.float32)
+            self._episode_terms[finished] = 0.0
             self.episode_length_buf[rows] = 0
         self._obs = out.obs
         rewards = out.rewards.astype(np.float32)

@@ -185,7 +185,7 @@ class _Worker:
         actions = np.array(a.actions[lo:hi])
         for j, env in enumerate(self.envs):
             i = lo + j
-            a.obs[i], a.rewards[i], a.terminated[i], a.truncated[i] = step_and_reset(env, actions[j])
+            a.obs[i], a.rewards[i], a.terminated[i], a.truncated[i] = step_and_reset(env, actions[j], a.terms[i])
             self.tallies[j].publish(a.counters[i], a.injected[i])
 
     def _command(self, command: tuple) -> None:

@@ -34,6 +34,7 @@ class Layout:
     num_envs: int
     num_obs: int
     num_actions: int
+    num_terms: int = 0
 
     def fields(self) -> list[tuple[str, type, tuple[int, ...]]]:
         """``(name, dtype, shape)`` of each array, in memory order."""
@@ -48,6 +49,7 @@ class Layout:
             ("obs", np.float32, (n, self.num_obs)),
             ("terminated", np.bool_, (n,)),
             ("truncated", np.bool_, (n,)),
+            ("terms", np.float64, (n, self.num_terms)),  # the step's reward terms (EnvInfo.reward_terms)
         ]
 
     def offsets(self) -> tuple[dict[str, int], int]:
@@ -82,6 +84,7 @@ class SharedArrays:
     obs: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+    terms: np.ndarray
 
     def __init__(self, layout: Layout, fd: int) -> None:
         offsets, size = layout.offsets()

@@ -118,7 +118,7 @@ class WorkerEnvBatch:
         self._steps += 1
         self._episode_steps += 1
         self._exchange(None, ended=actions)
-        out = BatchStep(np.array(a.obs), a.rewards.copy(), a.terminated.copy(), a.truncated.copy())
+        out = BatchStep(np.array(a.obs), a.rewards.copy(), a.terminated.copy(), a.truncated.copy(), a.terms.copy())
         self._episode_steps[out.terminated | out.truncated] = 0
         a.header[HEADER_GLOBAL_STEP] += self.num_envs
         if self.recorder is not None:
@@ -176,7 +176,8 @@ class WorkerEnvBatch:
             pending = sorted(dead)
         flat = [info for k in range(len(self._blocks)) for info in infos[k]]
         obs_shape, act_shape = flat[0].observation_space.shape, flat[0].action_space.shape
-        self._layout = Layout(self.num_envs, int(np.prod(obs_shape)), int(np.prod(act_shape)))
+        num_terms = len(flat[0].reward_terms)
+        self._layout = Layout(self.num_envs, int(np.prod(obs_shape)), int(np.prod(act_shape)), num_terms)
         self._pool.map(self._layout)
         self._exchange(lambda k: ("attach", self._layout, self._blocks[k].start), ended=None)
         return flat
@@ -246,6 +247,7 @@ class WorkerEnvBatch:
         if ended is not None:
             a, rows = self._arrays, slice(handle.rows.start, handle.rows.stop)
             a.rewards[rows], a.terminated[rows], a.truncated[rows] = self.penalty, True, False
+            a.terms[rows] = 0.0
 
     def _bring_up(self, k: int) -> Death | None:
         """Take a new worker ``k`` through ready, attach and reset; how it died if it did."""
