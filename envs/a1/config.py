@@ -201,13 +201,15 @@ class A1Config:
     """Add Isaac Lab's uniform observation noise (``enable_corruption``; off to evaluate)."""
 
 
-def build(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
+def build(cls: type, values: Mapping[str, Any] | None, where: str, base: Any = None) -> Any:
     """Build the dataclass ``cls`` from a (nested) mapping, checking every key and value type.
 
     Args:
         cls: A dataclass of this module.
         values: The keys to set (``None``: all defaults); nested dataclasses take mappings.
         where: Dotted name of ``values`` for messages (``"env_kwargs.rewards"``).
+        base: The instance whose values the unset keys keep (default: ``cls()``); a nested section starts from its
+            parent's default (``events.friction`` keeps its range when only ``enabled`` is given).
 
     Returns:
         The instance.
@@ -215,8 +217,9 @@ def build(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
     Raises:
         ValueError: On an unknown key, a value of the wrong kind, or a range whose low exceeds its high.
     """
+    defaults = base if base is not None else cls()
     if values is None:
-        return cls()
+        return defaults
     if isinstance(values, cls):
         return values
     if not isinstance(values, Mapping):
@@ -225,13 +228,12 @@ def build(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ValueError(f"{where}: unknown keys {unknown}; valid keys: {sorted(fields)}")
-    defaults = cls()
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
         default = getattr(defaults, name)
         key = f"{where}.{name}"
         if dataclasses.is_dataclass(default):
-            kwargs[name] = build(type(default), value, key)
+            kwargs[name] = build(type(default), value, key, default)
         elif isinstance(default, tuple):
             pair = tuple(value) if isinstance(value, (list, tuple)) else None
             if pair is None or len(pair) != 2 or not all(_is_real(v) for v in pair) or not pair[0] <= pair[1]:
@@ -245,7 +247,7 @@ def build(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
             if not _is_real(value) or (isinstance(default, int) and not float(value).is_integer()):
                 raise ValueError(f"{key} must be a finite {type(default).__name__}, got {value!r}")
             kwargs[name] = type(default)(value)
-    return cls(**kwargs)
+    return dataclasses.replace(defaults, **kwargs)
 
 
 def _is_real(value: Any) -> bool:

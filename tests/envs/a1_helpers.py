@@ -1,0 +1,26 @@
+"""Shared settings of the A1 tests: a quiet A1 (no randomisation, no observation noise) whose numbers are exact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from robosafe_tasks.a1 import A1FlatEnv
+
+A1_ID = "RoboSafe/A1Flat-v0"
+
+#: Every randomisation event and the observation noise off.
+QUIET: dict[str, Any] = {
+    "events": {
+        "friction": {"enabled": False},
+        "added_mass": {"enabled": False},
+        "joint_scale": {"enabled": False},
+        "yaw": {"enabled": False},
+        "push_interval_s": {"enabled": False},
+    },
+    "obs_noise": False,
+}
+
+
+def quiet_a1(**overrides: Any) -> A1FlatEnv:
+    """An A1 without randomisation or noise; ``overrides`` replace whole sections of :data:`QUIET`."""
+    return A1FlatEnv(**{**QUIET, **overrides})

@@ -1,0 +1,197 @@
+"""The A1 task through the gymnasium API: spaces, observation layout, checker, seeding, time limit, rendering,
+configuration errors, terminations and the randomisation switches."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import gymnasium
+import numpy as np
+import pybullet
+import pytest
+from a1_helpers import A1_ID, QUIET, quiet_a1
+from gymnasium.utils.env_checker import check_env
+
+import robosafe_tasks
+from robosafe_tasks.a1 import A1FlatEnv, robot
+
+UNBOUNDED_BOX_WARNING = "ignore:.*Box observation space (minimum|maximum) value is.*infinity"
+
+
+@pytest.fixture
+def a1() -> Iterator[A1FlatEnv]:
+    env = quiet_a1()
+    yield env
+    env.close()
+
+
+def test_registered_with_the_20_s_time_limit() -> None:
+    assert robosafe_tasks.TASKS[A1_ID] == "robosafe_tasks.a1:A1FlatEnv"
+    # 1000 steps of 4 x 5 ms: Isaac Lab's episode_length_s = 20.
+    assert gymnasium.spec(A1_ID).max_episode_steps == 1000
+    env = A1FlatEnv()
+    assert env.step_dt == pytest.approx(0.02)
+    env.close()
+
+
+def test_spaces_and_the_observation_of_the_standing_pose(a1: A1FlatEnv) -> None:
+    assert a1.observation_space.shape == (48,) and a1.action_space == gymnasium.spaces.Box(-10, 10, (12,), np.float32)
+    assert a1.action_names[:3] == ["FR_hip_joint", "FR_upper_joint", "FR_lower_joint"] and len(a1.action_names) == 12
+    obs, info = a1.reset(seed=0)
+    assert obs.dtype == np.float32 and info == {}
+    # At rest, level, in the standing pose: zero velocities, gravity straight down the base's -z, joint offsets zero.
+    np.testing.assert_allclose(obs[0:6], 0.0, atol=1e-7)
+    np.testing.assert_allclose(obs[6:9], [0.0, 0.0, -1.0], atol=1e-7)
+    np.testing.assert_allclose(obs[12:48], 0.0, atol=1e-6)
+    c = a1.get_sim_state()["command"]
+    np.testing.assert_array_equal(obs[9:12], c.astype(np.float32))
+    # Heading mode: the yaw rate is 0.5 * heading error, within [-1, 1].
+    assert abs(c[0]) <= 1.0 and abs(c[1]) <= 1.0 and abs(c[2]) <= 1.0
+    obs, reward, terminated, truncated, info = a1.step(np.zeros(12, np.float32))
+    assert isinstance(reward, float) and terminated is False and truncated is False
+    assert info["reward_terms"].shape == (len(a1.reward_terms),)
+    assert reward == pytest.approx(float(info["reward_terms"].sum()), abs=1e-12)
+
+
+@pytest.mark.filterwarnings(UNBOUNDED_BOX_WARNING)
+def test_check_env_with_every_randomisation_on() -> None:
+    env = A1FlatEnv()
+    check_env(env, skip_render_check=True)
+    env.close()
+
+
+@pytest.mark.filterwarnings(UNBOUNDED_BOX_WARNING)
+def test_check_env_through_make() -> None:
+    env = gymnasium.make(A1_ID)
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+def _rollout(seed: int, steps: int = 30) -> np.ndarray:
+    env = A1FlatEnv()  # every event and the noise on: all of them must follow the seed
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(0)
+    out = [obs]
+    for _ in range(steps):
+        obs, reward, _, _, _ = env.step(rng.uniform(-1.0, 1.0, 12).astype(np.float32))
+        out.append(np.append(obs, reward))
+    env.close()
+    return np.concatenate(out)
+
+
+def test_same_seed_same_trajectory_different_seed_differs() -> None:
+    first, again, other = _rollout(3), _rollout(3), _rollout(4)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+
+
+def test_time_limit_truncates() -> None:
+    env = gymnasium.make(A1_ID, max_episode_steps=3, **QUIET)
+    env.reset(seed=0)
+    flags = [env.step(np.zeros(12, np.float32))[3] for _ in range(3)]
+    assert flags == [False, False, True]
+    env.close()
+
+
+def test_render_headless_shows_the_robot() -> None:
+    env = quiet_a1(render_mode="rgb_array", render_width=64, render_height=48)
+    env.reset(seed=0)
+    image = env.render()
+    assert image.shape == (48, 64, 3) and image.dtype == np.uint8
+    assert image.std() > 5.0  # not a blank frame: robot and floor differ
+    env.close()
+    assert quiet_a1().render() is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rewards": {"feet_air_tim": 1.0}}, r"env_kwargs.rewards: unknown keys \['feet_air_tim'\]"),
+        ({"commands": {"lin_vel_x": [1.0, -1.0]}}, r"env_kwargs.commands.lin_vel_x must be a range"),
+        ({"events": {"friction": {"enabled": "yes"}}}, r"env_kwargs.events.friction.enabled must be true or false"),
+        ({"rewards": {"lin_vel_z_l2": math.nan}}, r"env_kwargs.rewards.lin_vel_z_l2 must be a finite float"),
+        ({"control": {"decimation": 0}}, r"env_kwargs.control.decimation must be >= 1"),
+        ({"render_mode": "human"}, r"render_mode must be one of"),
+    ],
+)
+def test_bad_settings_name_their_key(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        A1FlatEnv(**kwargs)
+
+
+def _place(env: A1FlatEnv, z: float, roll: float) -> None:
+    """Put the trunk at height z with the given roll, at rest, as an episode's state."""
+    state = env.get_sim_state()
+    state["base_pos"] = np.array([0.0, 0.0, z])
+    state["base_orn"] = np.array(pybullet.getQuaternionFromEuler((roll, 0.0, 0.0)))
+    env.set_sim_state(state)
+
+
+def test_trunk_on_the_ground_terminates_unless_switched_off() -> None:
+    for base_contact in (True, False):
+        env = quiet_a1(terminations={"base_contact": base_contact, "bad_orientation": False})
+        env.reset(seed=0)
+        _place(env, z=0.3, roll=math.pi)  # upside down: its trunk hits the floor after 26 steps (0.5 s)
+        ends = [env.step(np.zeros(12, np.float32))[2] for _ in range(40)]
+        assert any(ends) is base_contact
+        env.close()
+
+
+def test_tilt_beyond_the_limit_terminates_unless_switched_off() -> None:
+    for bad_orientation in (True, False):
+        env = quiet_a1(terminations={"base_contact": False, "bad_orientation": bad_orientation, "limit_angle": 1.0})
+        env.reset(seed=0)
+        _place(env, z=1.0, roll=1.2)  # in the air, rolled 1.2 rad > 1.0
+        assert env.step(np.zeros(12, np.float32))[2] is bad_orientation
+        env.reset(seed=0)
+        _place(env, z=1.0, roll=0.8)
+        assert env.step(np.zeros(12, np.float32))[2] is False
+        env.close()
+
+
+def _events(**on: dict) -> dict:
+    events = {name: dict(value) for name, value in QUIET["events"].items()}
+    events.update(on)
+    return {"events": events}
+
+
+def test_randomisation_switches() -> None:
+    off = quiet_a1()
+    off.reset(seed=0)
+    w = off._world
+    q, _ = w.joint_arrays()
+    np.testing.assert_allclose(q, robot.DEFAULT_JOINT_POS, atol=1e-12)
+    assert pybullet.getDynamicsInfo(w.robot, robot.TRUNK, physicsClientId=w.client)[0] == pytest.approx(w.trunk_mass)
+    assert pybullet.getDynamicsInfo(w.robot, 3, physicsClientId=w.client)[1] == 1.0
+    off.close()
+
+    draws = {"friction": set(), "mass": set(), "yaw": set()}
+    for seed in range(3):
+        env = quiet_a1(**_events(**{k: {"enabled": True} for k in ("friction", "added_mass", "joint_scale", "yaw")}))
+        env.reset(seed=seed)
+        w = env._world
+        friction = pybullet.getDynamicsInfo(w.robot, 3, physicsClientId=w.client)[1]
+        added = pybullet.getDynamicsInfo(w.robot, robot.TRUNK, physicsClientId=w.client)[0] - w.trunk_mass
+        assert 0.5 <= friction <= 1.25 and -1.0 <= added <= 3.0
+        q, _ = w.joint_arrays()
+        assert not np.allclose(q, robot.DEFAULT_JOINT_POS)
+        assert np.all(q >= w.joint_low - 1e-9) and np.all(q <= w.joint_high + 1e-9)
+        draws["friction"].add(friction)
+        draws["mass"].add(round(added, 9))
+        draws["yaw"].add(round(env.get_sim_state()["base_orn"][2], 9))
+        env.close()
+    assert all(len(values) == 3 for values in draws.values())
+
+
+def test_pushes_add_their_velocity_at_their_interval() -> None:
+    # A push every 20 ms (each step) of exactly +0.5 m/s in x and y, against the same episode without pushes.
+    push = {"push_interval_s": {"enabled": True, "range": [0.02, 0.02]}, "push_velocity": [0.5, 0.5]}
+    pushed, calm = quiet_a1(**_events(**push)), quiet_a1()
+    for env in (pushed, calm):
+        env.reset(seed=0)
+        env.step(np.zeros(12, np.float32))
+    difference = pushed.get_sim_state()["base_lin_vel"] - calm.get_sim_state()["base_lin_vel"]
+    np.testing.assert_allclose(difference, [0.5, 0.5, 0.0], atol=1e-9)
+    pushed.close()
+    calm.close()
