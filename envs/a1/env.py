@@ -29,24 +29,17 @@ import pybullet
 from robosafe_tasks.a1 import commands, rewards, robot
 from robosafe_tasks.a1.config import A1Config, build
 from robosafe_tasks.a1.limits import A1_LIMITS, AIR_TIME_CAP, reward_bound
+from robosafe_tasks.a1.sim_state import SimulatorProtocol
 from robosafe_tasks.a1.world import A1World, base_frame, yaw_of
-from robosafe_tasks.state import StateQuery, check_limits, validate_record
+from robosafe_tasks.state import StateQuery
 
 #: Uniform observation noise half-widths per group (``PolicyCfg``'s ``Unoise``), commands and actions noiseless.
 _NOISE = np.concatenate([np.full(3, 0.1), np.full(3, 0.2), np.full(3, 0.05), np.zeros(3), np.full(12, 0.01),
                          np.full(12, 1.5), np.zeros(12)])  # fmt: skip
 _UP = (0.0, 0.0, -1.0)
 
-#: Keys and shapes of :meth:`A1FlatEnv.get_sim_state`.
-STATE_SHAPES: dict[str, tuple[int, ...]] = {
-    "base_pos": (3,), "base_orn": (4,), "base_lin_vel": (3,), "base_ang_vel": (3,), "joint_pos": (12,),
-    "joint_vel": (12,), "command": (3,), "command_heading": (), "command_flags": (2,), "command_time_left": (),
-    "last_action": (12,), "air_time": (4,), "contact_time": (4,), "last_air_time": (4,), "push_time_left": (),
-    "elapsed_steps": (), "friction": (), "added_mass": (),
-}  # fmt: skip
 
-
-class A1FlatEnv(gymnasium.Env[np.ndarray, np.ndarray]):
+class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
     """The A1 tracking commanded base velocities on flat ground (module docstring), with the simulator protocol.
 
     Args:
@@ -100,6 +93,8 @@ class A1FlatEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self._friction, self._added_mass = 1.0, 0.0
         self._last_query: StateQuery | None = None
         self._state_finite = True
+        # Set by raw_step: the last substep's torques (N m) and the joint velocities before it (rad/s).
+        self._torques, self._qd_before = np.zeros(12), np.zeros(12)
 
     # ------------------------------------------------------------------ life cycle
     @property
@@ -208,9 +203,10 @@ class A1FlatEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         terminated = not self._state_finite or self._terminated(forces, grav_b)
         self._last_action = a
         self._command = commands.advance(self._command, dt, yaw_of(orn), cfg.commands, self.np_random)
-        self._push_if_due(lin, ang)
+        pushed = self._push_if_due(lin, ang)
         info = {"reward_terms": np.array(terms, dtype=np.float64)}
-        return self._observe(query), reward, terminated, False, info
+        # After a push the observation shows the pushed velocity (Isaac Lab writes it into the state it observes).
+        return self._observe(None if pushed else query), reward, terminated, False, info
 
     def _terminated(self, forces: np.ndarray, grav_b: np.ndarray) -> bool:
         t = self.cfg.terminations
@@ -229,18 +225,18 @@ class A1FlatEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         # compute_first_contact: in contact for less than one step.
         return (self._contact_time > 0.0) & (self._contact_time < dt + 1e-8)
 
-    def _push_if_due(self, lin: Any, ang: Any) -> None:
-        """Interval event ``push_robot``: add a random planar velocity to the base."""
+    def _push_if_due(self, lin: Any, ang: Any) -> bool:
+        """Interval event ``push_robot``: add a random planar velocity to the base; whether it pushed."""
         ev = self.cfg.events
         self._push_time_left -= self.step_dt
         if not ev.push_interval_s.enabled or self._push_time_left > 0.0:
-            return
+            return False
         self._push_time_left = float(self.np_random.uniform(*ev.push_interval_s.range))
         dx, dy = self.np_random.uniform(*ev.push_velocity, size=2)
         w = self._world
         new_lin = (lin[0] + float(dx), lin[1] + float(dy), lin[2])
         pybullet.resetBaseVelocity(w.robot, new_lin, list(ang), physicsClientId=w.client)
-        self._last_query = None
+        return True
 
     def _observe(self, query: StateQuery | None = None) -> np.ndarray:
         """The policy observation (module docstring) of the current state."""
@@ -264,88 +260,4 @@ class A1FlatEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         """
         if self.render_mode != "rgb_array":
             return None
-        c = self._world.client
-        trunk, _ = pybullet.getBasePositionAndOrientation(self._world.robot, physicsClientId=c)
-        view = pybullet.computeViewMatrixFromYawPitchRoll(trunk, 1.5, 30.0, -25.0, 0.0, 2, physicsClientId=c)
-        proj = pybullet.computeProjectionMatrixFOV(60.0, self.render_width / self.render_height, 0.05, 50.0)
-        _, _, rgba, _, _ = pybullet.getCameraImage(
-            self.render_width, self.render_height, viewMatrix=view, projectionMatrix=proj,
-            renderer=pybullet.ER_TINY_RENDERER, physicsClientId=c,
-        )  # fmt: skip
-        image = np.asarray(rgba, dtype=np.uint8).reshape(self.render_height, self.render_width, 4)
-        return np.ascontiguousarray(image[:, :, :3])
-
-    # ------------------------------------------------------------------ simulator protocol
-    def rebuild_simulation(self) -> None:
-        """Throw the physics world away and build it again (the recovery after a NaN reached PyBullet); then reset.
-
-        Raises:
-            gymnasium.error.ClosedEnvironmentError: After :meth:`close`.
-        """
-        self._world.check_open(type(self).__name__, "rebuild_simulation")
-        self._world.build()
-        self._last_query = None
-        self._state_finite = True
-
-    def get_sim_state(self) -> dict[str, np.ndarray]:
-        """Everything needed to continue this moment in another env of the task: keys and shapes of
-        :data:`STATE_SHAPES`, float64 (robot state, command, last action, air times, timers, drawn friction and mass).
-
-        Raises:
-            pybullet.error: If the physics client is gone.
-        """
-        pos, orn, lin, ang, states = self._world.query()
-        c = self._command
-        values = {
-            "base_pos": pos, "base_orn": orn, "base_lin_vel": lin, "base_ang_vel": ang,
-            "joint_pos": [s[0] for s in states], "joint_vel": [s[1] for s in states], "command": c.velocity,
-            "command_heading": c.heading, "command_flags": (c.heading_env, c.standing_env),
-            "command_time_left": c.time_left, "last_action": self._last_action, "air_time": self._air_time,
-            "contact_time": self._contact_time, "last_air_time": self._last_air_time,
-            "push_time_left": min(self._push_time_left, 1e9), "elapsed_steps": self._elapsed_steps,
-            "friction": self._friction, "added_mass": self._added_mass,
-        }  # fmt: skip
-        return {key: np.array(value, dtype=np.float64) for key, value in values.items()}
-
-    def set_sim_state(self, state: dict[str, np.ndarray]) -> np.ndarray:
-        """Restore a state from :meth:`get_sim_state` (after :meth:`reset`) and return its observation.
-
-        Raises:
-            ValueError: If a key is missing, a shape is wrong, or a value is not finite.
-            pybullet.error: If the physics client is gone.
-        """
-        v = validate_record(state, STATE_SHAPES)
-        w = self._world
-        w.reset_pose(v["base_pos"], v["base_orn"], v["base_lin_vel"], v["base_ang_vel"], v["joint_pos"], v["joint_vel"])
-        flags = v["command_flags"]
-        self._command = commands.Command(
-            v["command"].tolist(), float(v["command_heading"]), bool(flags[0]), bool(flags[1]),
-            float(v["command_time_left"]),
-        )  # fmt: skip
-        self._last_action = v["last_action"].copy()
-        self._air_time, self._contact_time = v["air_time"].copy(), v["contact_time"].copy()
-        self._last_air_time = v["last_air_time"].copy()
-        self._push_time_left = float(v["push_time_left"]) if self.cfg.events.push_interval_s.enabled else math.inf
-        self._elapsed_steps = int(v["elapsed_steps"])
-        self._friction, self._added_mass = float(v["friction"]), float(v["added_mass"])
-        w.set_friction(self._friction)
-        w.set_added_mass(self._added_mass)
-        return self._observe()
-
-    def check_state(self) -> str | None:
-        """``None`` if the last observed state is finite and within :data:`~robosafe_tasks.a1.limits.A1_LIMITS`,
-        else a one-line reason naming the quantity, its value and the limit."""
-        query = self._last_query if self._last_query is not None else self._world.query()
-        return check_limits(query, A1_LIMITS, self.action_names)
-
-    def break_simulation(self) -> None:
-        """Fault injection: disconnect the physics client behind the env's back (the next call raises)."""
-        self._world.break_client()
-
-    def perturb_state(self, scale: float) -> None:
-        """Fault injection: throw the base at ``scale`` times the speed limits, along (1, 1, 1) / sqrt(3)."""
-        unit = scale / math.sqrt(3.0)
-        lin = [unit * A1_LIMITS.base_speed] * 3
-        ang = [unit * A1_LIMITS.base_angular_speed] * 3
-        pybullet.resetBaseVelocity(self._world.robot, lin, ang, physicsClientId=self._world.client)
-        self._last_query = None
+        return self._world.camera_image(self.render_width, self.render_height)

@@ -117,6 +117,21 @@ class A1World:
         """Trunk mass = the URDF's + ``added`` kg."""
         pybullet.changeDynamics(self.robot, robot.TRUNK, mass=self.trunk_mass + added, physicsClientId=self.client)
 
+    def camera_image(self, width: int, height: int) -> np.ndarray:
+        """An RGB image from 1.5 m behind and above the trunk (ER_TINY_RENDERER: no display needed).
+
+        Returns:
+            Shape (height, width, 3), uint8.
+        """
+        c = self.client
+        trunk, _ = pybullet.getBasePositionAndOrientation(self.robot, physicsClientId=c)
+        view = pybullet.computeViewMatrixFromYawPitchRoll(trunk, 1.5, 30.0, -25.0, 0.0, 2, physicsClientId=c)
+        proj = pybullet.computeProjectionMatrixFOV(60.0, width / height, 0.05, 50.0, physicsClientId=c)
+        _, _, rgba, _, _ = pybullet.getCameraImage(
+            width, height, viewMatrix=view, projectionMatrix=proj, renderer=pybullet.ER_TINY_RENDERER, physicsClientId=c
+        )
+        return np.ascontiguousarray(np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[:, :, :3])
+
     def break_client(self) -> None:
         """Fault injection: disconnect the client behind the env's back, as a crashed engine would."""
         pybullet.disconnect(physicsClientId=self.client)

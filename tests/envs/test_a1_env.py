@@ -188,10 +188,13 @@ def test_pushes_add_their_velocity_at_their_interval() -> None:
     # A push every 20 ms (each step) of exactly +0.5 m/s in x and y, against the same episode without pushes.
     push = {"push_interval_s": {"enabled": True, "range": [0.02, 0.02]}, "push_velocity": [0.5, 0.5]}
     pushed, calm = quiet_a1(**_events(**push)), quiet_a1()
+    shown = []
     for env in (pushed, calm):
         env.reset(seed=0)
-        env.step(np.zeros(12, np.float32))
+        shown.append(env.step(np.zeros(12, np.float32))[0])
     difference = pushed.get_sim_state()["base_lin_vel"] - calm.get_sim_state()["base_lin_vel"]
     np.testing.assert_allclose(difference, [0.5, 0.5, 0.0], atol=1e-9)
+    # The step's observation shows the pushed velocity (in the base frame: the trunk is nearly level, yaw 0).
+    np.testing.assert_allclose(shown[0][:2] - shown[1][:2], [0.5, 0.5], atol=0.01)
     pushed.close()
     calm.close()

@@ -16,7 +16,7 @@ from robo_safe_rl.apps.train import main
 from robo_safe_rl.bridge.protocol import is_simulated
 from robo_safe_rl.bridge.safe_step import SafeStep
 from robosafe_tasks.a1 import A1FlatEnv
-from robosafe_tasks.a1.env import STATE_SHAPES
+from robosafe_tasks.a1.sim_state import STATE_SHAPES
 
 ROBOT_KEYS = ("base_pos", "base_orn", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel")
 
@@ -152,6 +152,7 @@ def test_gauntlet_drill_on_the_a1(tmp_path: Path) -> None:
     assert safety["checkpoints_refused"] == 0
 
 
+@pytest.mark.slow
 def test_trains_and_logs_each_reward_term(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     # Episodes of 12 steps, so that every iteration of 24 steps ends some and logs their terms.
