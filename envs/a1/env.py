@@ -77,7 +77,7 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self.reward_terms: tuple[str, ...] = tuple(name for name, _ in self._terms)
         self.reward_bound = reward_bound(self.cfg, A1_LIMITS)
         self._default_q = np.array(robot.DEFAULT_JOINT_POS)
-        self._world = A1World(self.cfg)
+        self._world = A1World(self.cfg, renders=render_mode == "rgb_array")
         span = self._world.joint_high - self._world.joint_low
         mid = 0.5 * (self._world.joint_high + self._world.joint_low)
         factor = self.cfg.rewards.soft_joint_limit_factor

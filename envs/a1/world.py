@@ -15,7 +15,7 @@ import gymnasium
 import numpy as np
 import pybullet
 
-from robosafe_tasks import physics
+from robosafe_tasks import physics, render
 from robosafe_tasks.a1 import robot
 from robosafe_tasks.a1.config import A1Config
 from robosafe_tasks.state import StateQuery
@@ -26,10 +26,14 @@ class A1World:
 
     Args:
         cfg: The task settings (``control`` is used here).
+        renders: Whether frames will be rendered: the renderer (:mod:`robosafe_tasks.render`) is attached to each new
+            client before the bodies load, as the EGL plugin only draws what loads after it.
     """
 
-    def __init__(self, cfg: A1Config) -> None:
+    def __init__(self, cfg: A1Config, renders: bool = False) -> None:
         self.cfg = cfg
+        self.renders = renders
+        self.renderer: str | None = None  # "egl" or "tiny" once attached to the current client
         self.client = physics.NO_CLIENT
         self.closed = False
         self.build()
@@ -40,9 +44,12 @@ class A1World:
             pybullet.resetSimulation(physicsClientId=self.client)
         else:
             physics.release_client(self.client, self._forget_client)
+            self.renderer = None  # a new client (maybe with the old id) has no renderer plugin yet
             self.client = physics.connect_direct()
             physics.claim_client(self.client, self._forget_client)
         c = self.client
+        if self.renders and self.renderer is None:
+            self.renderer = render.attach(c)
         self.ground, self.robot = robot.load_world(c, self.cfg.control)
         joints = physics.find_motor_joints(c, self.robot)
         if tuple(joints.names) != robot.JOINT_NAMES:
@@ -118,7 +125,7 @@ class A1World:
         pybullet.changeDynamics(self.robot, robot.TRUNK, mass=self.trunk_mass + added, physicsClientId=self.client)
 
     def camera_image(self, width: int, height: int) -> np.ndarray:
-        """An RGB image from 1.5 m behind and above the trunk (ER_TINY_RENDERER: no display needed).
+        """An RGB image from 1.5 m behind and above the trunk (EGL or the software renderer: no display needed).
 
         Returns:
             Shape (height, width, 3), uint8.
@@ -127,9 +134,12 @@ class A1World:
         trunk, _ = pybullet.getBasePositionAndOrientation(self.robot, physicsClientId=c)
         view = pybullet.computeViewMatrixFromYawPitchRoll(trunk, 1.5, 30.0, -25.0, 0.0, 2, physicsClientId=c)
         proj = pybullet.computeProjectionMatrixFOV(60.0, width / height, 0.05, 50.0, physicsClientId=c)
-        _, _, rgba, _, _ = pybullet.getCameraImage(
-            width, height, viewMatrix=view, projectionMatrix=proj, renderer=pybullet.ER_TINY_RENDERER, physicsClientId=c
-        )
+        # The EGL plugin, once loaded, renders whatever the flag says, and may print on the way.
+        with render.quiet() if self.renderer == "egl" else contextlib.nullcontext():
+            _, _, rgba, _, _ = pybullet.getCameraImage(
+                width, height, viewMatrix=view, projectionMatrix=proj, renderer=pybullet.ER_TINY_RENDERER,
+                physicsClientId=c,
+            )  # fmt: skip
         return np.ascontiguousarray(np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[:, :, :3])
 
     def break_client(self) -> None:
