@@ -145,6 +145,10 @@ class RewardConfig:
     """Air time in s a foot's swing is rewarded beyond (penalised below)."""
     contact_threshold: float = 1.0
     """Contact normal force in N above which a link counts as touching (``threshold = 1.0``)."""
+    only_positive: bool = False
+    """Clip a negative step total to 0 (legged_gym's ``only_positive_rewards``; Isaac Lab has no such switch). With
+    the total negative, ending the episode early pays, and a policy learns to fall (measured here); the logged terms
+    stay unclipped."""
     soft_joint_limit_factor: float = 0.9
     """Fraction of each joint's range inside which ``dof_pos_limits`` costs nothing (``soft_joint_pos_limit_factor``).
     """

@@ -201,6 +201,8 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         )  # fmt: skip
         terms = rewards.weighted_terms(s, self._terms, cfg.rewards, dt)
         reward = float(sum(terms))
+        if cfg.rewards.only_positive:
+            reward = max(reward, 0.0)  # NaN stays NaN: max(nan, 0.0) is nan
         self._state_finite = math.isfinite(sum(pos) + sum(orn) + sum(lin) + sum(ang) + float(q.sum() + qd.sum()))
         terminated = not self._state_finite or self._terminated(forces, grav_b)
         self._last_action = a

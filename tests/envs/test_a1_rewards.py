@@ -164,3 +164,20 @@ def test_episode_reward_terms_are_logged_per_episode() -> None:
     vec.close()
     for twin in twins:
         twin.close()
+
+
+def test_only_positive_clips_the_total_not_the_terms() -> None:
+    # Dropped from 0.42 m, the first steps pay vertical-speed penalties: a negative total, clipped to 0 when asked.
+    plain, clipped = quiet_a1(), quiet_a1(rewards={"only_positive": True})
+    for env in (plain, clipped):
+        env.reset(seed=0)
+    totals = []
+    for _ in range(5):
+        _, r_plain, _, _, info_plain = plain.step(np.zeros(12, np.float32))
+        _, r_clipped, _, _, info_clipped = clipped.step(np.zeros(12, np.float32))
+        np.testing.assert_array_equal(info_plain["reward_terms"], info_clipped["reward_terms"])
+        assert r_clipped == max(r_plain, 0.0)
+        totals.append(r_plain)
+    assert min(totals) < 0.0  # the example does clip
+    plain.close()
+    clipped.close()
