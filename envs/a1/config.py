@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,7 +239,8 @@ def build(cls: type, values: Mapping[str, Any] | None, where: str, base: Any = N
         if dataclasses.is_dataclass(default):
             kwargs[name] = build(type(default), value, key, default)
         elif isinstance(default, tuple):
-            pair = tuple(value) if isinstance(value, (list, tuple)) else None
+            # Any sequence: a list, a tuple, or an OmegaConf ListConfig from a task YAML read as it is.
+            pair = tuple(value) if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else None
             if pair is None or len(pair) != 2 or not all(_is_real(v) for v in pair) or not pair[0] <= pair[1]:
                 raise ValueError(f"{key} must be a range [low, high] of numbers with low <= high, got {value!r}")
             kwargs[name] = (float(pair[0]), float(pair[1]))

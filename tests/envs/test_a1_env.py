@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -12,6 +13,7 @@ import pybullet
 import pytest
 from a1_helpers import A1_ID, QUIET, quiet_a1
 from gymnasium.utils.env_checker import check_env
+from omegaconf import OmegaConf
 
 import robosafe_tasks
 from robosafe_tasks.a1 import A1FlatEnv, robot
@@ -198,3 +200,12 @@ def test_pushes_add_their_velocity_at_their_interval() -> None:
     np.testing.assert_allclose(shown[0][:2] - shown[1][:2], [0.5, 0.5], atol=0.01)
     pushed.close()
     calm.close()
+
+
+def test_settings_read_from_the_task_yaml_as_omegaconf_containers() -> None:
+    # `--list-tasks` builds each task from its YAML as OmegaConf reads it (ListConfig ranges, DictConfig sections).
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "task" / "a1_flat.yaml")
+    env = A1FlatEnv(**cfg.env_kwargs)
+    assert env.cfg.commands.resampling_time_s == (10.0, 10.0) and env.cfg.events.friction.range == (0.5, 1.25)
+    assert env.cfg == A1FlatEnv().cfg  # the YAML spells out the defaults
+    env.close()
