@@ -29,6 +29,13 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2", "algorithm.num_mini_batches=2"]
 
 
+def restore_sigint() -> None:
+    """Give the child the default SIGINT: a suite started in the background of a non-interactive shell (``make test &``)
+    runs with SIGINT ignored, children inherit that, and a run keeps an inherited ignore on purpose (as under nohup);
+    these tests are about a terminal's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def train_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``python tools/train.py ARGS`` from the repository root, as a user runs it."""
     return subprocess.run(
@@ -223,7 +230,9 @@ def test_absurd_num_envs_is_refused_before_anything_is_built(
 def test_a_signal_stops_the_run_with_a_summary(sig: signal.Signals, code: int, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "tools/train.py", *TINY, "runner.max_iterations=100000", f"run_dir={run_dir}"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=restore_sigint
+    )
     try:
         deadline = time.monotonic() + 120
         while not (run_dir / "model_0.pt").exists():

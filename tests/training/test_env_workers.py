@@ -29,6 +29,13 @@ REPO = Path(__file__).resolve().parents[2]
 SHORT = ["task.num_envs=4", "task.num_workers=2", "runner.num_steps_per_env=16", "runner.save_interval=1"]
 
 
+def restore_sigint() -> None:
+    """Give the child the default SIGINT: a suite started in the background of a non-interactive shell (``make test &``)
+    runs with SIGINT ignored, children inherit that, and a run keeps an inherited ignore on purpose (as under nohup);
+    these tests are about a terminal's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_worker_killed_during_training_is_survived(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = tmp_path / "run"
     seen: list[int] = []
@@ -99,7 +106,9 @@ def start_training(run_dir: Path) -> tuple[subprocess.Popen, list[int]]:
     """``tools/train.py`` with two workers, for long; returns once it has finished an iteration."""
     cmd = [sys.executable, "tools/train.py", *SHORT, "runner.max_iterations=100000", f"run_dir={run_dir}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    trainer = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    trainer = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=restore_sigint
+    )
     wait_until(lambda: (run_dir / "model_0.pt").exists() or trainer.poll() is not None, 300, "the first iteration")
     assert trainer.poll() is None, trainer.stderr.read()[-3000:]
     workers = env_workers(trainer.pid)
