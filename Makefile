@@ -13,6 +13,10 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 TRAIN_ARGS ?= runner.max_iterations=60 task.max_episode_steps=200
 PYTEST_ARGS ?=
+# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file's tests in one process (its module fixtures
+# built once). Most tests are single-threaded trainings and subprocesses: two processes on two cores nearly halve the
+# wall time. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -31,10 +35,10 @@ train: setup
 	$(BIN)/python tools/train.py $(TRAIN_ARGS)
 
 test: setup
-	$(BIN)/python -m pytest -m "slow or not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "slow or not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
