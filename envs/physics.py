@@ -251,14 +251,7 @@ def find_links(client: int, robot: int, names: tuple[str, ...]) -> list[int]:
     Raises:
         ValueError: If a name is not a link of the robot; the message lists the valid names.
     """
-    by_name = {
-        pybullet.getJointInfo(robot, j, physicsClientId=client)[12].decode("utf8"): j
-        for j in range(pybullet.getNumJoints(robot, physicsClientId=client))
-    }
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise ValueError(f"links {missing} not found in the robot; valid link names: {sorted(by_name)}")
-    return [by_name[n] for n in names]
+    return _find_by_name(client, robot, names, _LINK_NAME, "link")
 
 
 def find_joints(client: int, robot: int, names: tuple[str, ...]) -> list[int]:
@@ -275,11 +268,21 @@ def find_joints(client: int, robot: int, names: tuple[str, ...]) -> list[int]:
     Raises:
         ValueError: If a name is not a joint of the robot; the message lists the valid names.
     """
+    return _find_by_name(client, robot, names, _JOINT_NAME, "joint")
+
+
+# Fields of getJointInfo's tuple: a joint's name, and the name of the link it moves (a link's index is its joint's).
+_JOINT_NAME = 1
+_LINK_NAME = 12
+
+
+def _find_by_name(client: int, robot: int, names: tuple[str, ...], field: int, what: str) -> list[int]:
+    """The indices of the joints whose getJointInfo ``field`` is one of ``names``, in that order."""
     by_name = {
-        pybullet.getJointInfo(robot, j, physicsClientId=client)[1].decode("utf8"): j
+        pybullet.getJointInfo(robot, j, physicsClientId=client)[field].decode("utf8"): j
         for j in range(pybullet.getNumJoints(robot, physicsClientId=client))
     }
     missing = [n for n in names if n not in by_name]
     if missing:
-        raise ValueError(f"joints {missing} not found in the robot; valid joint names: {sorted(by_name)}")
+        raise ValueError(f"{what}s {missing} not found in the robot; valid {what} names: {sorted(by_name)}")
     return [by_name[n] for n in names]

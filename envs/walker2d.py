@@ -19,7 +19,7 @@ Reference score: rl-baselines3-zoo's PPO reaches 2110 on ``Walker2DBulletEnv-v0`
 from __future__ import annotations
 
 from robosafe_tasks.base import LocomotionEnv
-from robosafe_tasks.hopper import HOPPER_MAX_PITCH, HOPPER_MIN_TORSO_Z
+from robosafe_tasks.hopper import HopperEnv
 from robosafe_tasks.spec import StateLimits, WalkerSpec
 
 WALKER2D_LIMITS = StateLimits(
@@ -62,14 +62,5 @@ class Walker2DEnv(LocomotionEnv):
 
     walker = WALKER2D_SPEC
 
-    def alive_bonus(self, z: float, pitch: float) -> float:
-        """+1 while the torso is above 0.8 m and |pitch| < 1 rad, else -1 (the episode ends).
-
-        Args:
-            z: Torso height in m.
-            pitch: Torso pitch in rad.
-
-        Returns:
-            +1.0 or -1.0.
-        """
-        return 1.0 if z > HOPPER_MIN_TORSO_Z and abs(pitch) < HOPPER_MAX_PITCH else -1.0
+    # The reference's Walker2D has the Hopper's alive rule, word for word (robot_locomotors.py).
+    alive_bonus = HopperEnv.alive_bonus
