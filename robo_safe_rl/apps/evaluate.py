@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,24 +191,48 @@ def evaluate(
 
 def _play(policy: LoadedPolicy, envs: list[SafeStep], seeds: list[int], result: Evaluation, progress: bool) -> None:
     """Step every env to the end of its episode with the policy's mean action; fill ``result``."""
-    n = len(envs)
     obs = np.stack([env.reset(seed=seed)[0] for env, seed in zip(envs, seeds, strict=True)]).astype(np.float32)
+    limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
+    with progress_bar(f"evaluate: {len(envs)} episodes", limit, enabled=progress) as bar:
+        returns, lengths, result.nonfinite_action_at = step_episodes(policy, envs, obs, lambda *_: bar.advance())
+    result.returns, result.lengths = returns.tolist(), lengths.tolist()
+
+
+def step_episodes(
+    policy: LoadedPolicy,
+    envs: list[SafeStep],
+    obs: np.ndarray,
+    after_step: Callable[[bool, np.ndarray, np.ndarray], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """Step every env to the end of its episode with the policy's mean action, all envs together (play and evaluate).
+
+    Args:
+        policy: The deterministic policy.
+        envs: The envs, just reset.
+        obs: Their observations after the reset, shape (len(envs), obs_dim); updated in place.
+        after_step: Called after each joint step with whether env 0 stepped in it, the running flags and the
+            episode lengths so far.
+
+    Returns:
+        The returns, the lengths, and the step at which the policy emitted a non-finite action for a running env
+        (``None`` when it never did; the episodes stop there).
+    """
+    n = len(envs)
     returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
     running = np.ones(n, dtype=bool)
-    limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
-    with progress_bar(f"evaluate: {n} episodes", limit, enabled=progress) as bar:
-        while running.any():
-            actions = policy.act(obs)
-            if not all_finite(actions[running]):
-                result.nonfinite_action_at = int(lengths.max())
-                break
-            for i in np.flatnonzero(running):
-                obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
-                returns[i] += reward
-                lengths[i] += 1
-                running[i] = not (terminated or truncated)
-            bar.advance()
-    result.returns, result.lengths = returns.tolist(), lengths.tolist()
+    while running.any():
+        actions = policy.act(obs)
+        if not all_finite(actions[running]):
+            return returns, lengths, int(lengths.max())
+        first_stepped = bool(running[0])
+        for i in np.flatnonzero(running):
+            obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
+            returns[i] += reward
+            lengths[i] += 1
+            running[i] = not (terminated or truncated)
+        if after_step is not None:
+            after_step(first_stepped, running, lengths)
+    return returns, lengths, None
 
 
 def main(argv: list[str] | None = None) -> int:

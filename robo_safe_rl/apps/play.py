@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from robo_safe_rl.apps.evaluate import step_episodes
 from robo_safe_rl.apps.export import export_policy
 from robo_safe_rl.apps.video import VideoWriter, frame_rate
 from robo_safe_rl.bridge.safe_step import SafeStep
@@ -33,7 +34,6 @@ from robo_safe_rl.checkpoint.policy import load_policy
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.progress import progress_bar
 from robo_safe_rl.rundir import CHECKPOINT_FILES, CONFIG_FILE, RunDir
-from robo_safe_rl.safety.finite import all_finite
 
 
 @dataclass
@@ -104,9 +104,6 @@ def play(
             f"has observations of shape {spaces[0]} and actions of shape {spaces[1]}: wrong --task?"
         )
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
-    returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=int)
-    running = np.ones(episodes, dtype=bool)
-    bad_at: int | None = None
     if frames is not None:
         frames.mkdir(parents=True, exist_ok=True)
     import matplotlib.pyplot as plt
@@ -119,17 +116,9 @@ def play(
             writer = stack.enter_context(VideoWriter(video, frame_rate(envs[0]))) if video is not None else None
             if writer is not None:
                 writer.append(envs[0].render())
-            while running.any():
-                actions = policy.act(obs)
-                if not all_finite(actions[running]):
-                    bad_at = int(lengths.max())
-                    break
-                first_stepped = bool(running[0])
-                for i in np.flatnonzero(running):
-                    obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
-                    returns[i] += reward
-                    lengths[i] += 1
-                    running[i] = not (terminated or truncated)
+
+            def after_step(first_stepped: bool, running: np.ndarray, lengths: np.ndarray) -> None:
+                nonlocal done
                 if frames is not None and running[0] and lengths[0] % every == 0:
                     plt.imsave(frames / f"frame_{lengths[0]:05d}.png", envs[0].render())
                 if writer is not None and first_stepped:
@@ -138,6 +127,8 @@ def play(
                 if episodes - int(running.sum()) != done:
                     done = episodes - int(running.sum())
                     bar.describe(f"play: {done}/{episodes} episodes done")
+
+            returns, lengths, bad_at = step_episodes(policy, envs, obs, after_step)
     finally:
         for env in envs:
             env.close()
