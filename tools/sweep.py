@@ -12,7 +12,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
 from robo_safe_rl.apps.sweep import exit_if_unavailable, trial
 from robo_safe_rl.config.compose import TRAIN_CONFIG, config_groups, config_source
 from robo_safe_rl.config.keys import check_overrides
@@ -24,6 +23,11 @@ register_configs()
 
 @hydra.main(config_path=config_source(), config_name=TRAIN_CONFIG, version_base="1.3")
 def main(cfg: DictConfig) -> float:
+    # Imported here, not at the top: a launcher that runs trials in other processes (joblib's loky workers) sends
+    # this function by value and never runs this file's imports there, and the tasks' gymnasium ids are registered
+    # by this import.
+    import robosafe_tasks  # noqa: F401
+
     return trial(cfg, list(HydraConfig.get().overrides.task))
 
 

@@ -7,14 +7,15 @@ and returns the mean deterministic return: the objective Hydra's Optuna sweeper 
 range keeps the test range (every reported figure) out of the choice.
 
 A trial that cannot give a score (its configuration refused, stopped by a safety error, a policy that emits a
-non-finite action) returns NaN, which Optuna records as a failed trial; the sweep goes on.
+non-finite action) raises :class:`TrialFailed`: Hydra's Optuna sweeper records it as a failed trial, and the sweep
+goes on because the sweep configs set ``max_failure_rate: 1.0`` (the sweeper's default, 0, stops the sweep at the
+first failure). A NaN objective is not an option: the sweeper passes it to optuna 2.10's ``Study.tell``, which
+refuses it and then refuses the retry that marks the trial failed, and the whole sweep stops.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import math
 import sys
 
 from omegaconf import DictConfig, OmegaConf
@@ -24,12 +25,14 @@ from robo_safe_rl.apps.train import run
 from robo_safe_rl.errors import RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
 
-log = logging.getLogger(__name__)
-
 #: The seed range a trial is scored on (:data:`robo_safe_rl.apps.evaluate.SPLITS`).
 SWEEP_SPLIT = "validation"
 #: Written into each trial's run directory: what the sweep read as its objective.
 OBJECTIVE_KEY = "sweep_objective"
+
+
+class TrialFailed(RoboSafeRLError):
+    """A sweep trial that gave no policy to score (the sweeper records the trial as failed)."""
 
 
 def trial(node: DictConfig, overrides: list[str], episodes: int = DEFAULT_EPISODES) -> float:
@@ -41,22 +44,22 @@ def trial(node: DictConfig, overrides: list[str], episodes: int = DEFAULT_EPISOD
         episodes: Evaluation episodes.
 
     Returns:
-        The mean return of the final checkpoint on the validation seeds; NaN when the trial gave no policy to score.
+        The mean return of the final checkpoint on the validation seeds.
+
+    Raises:
+        TrialFailed: When the trial gave no policy to score.
     """
     code = run(node, overrides)
     run_dir = OmegaConf.select(node, "run_dir")
     if code != 0:
-        log.warning("trial %s: training exited with %d; scored NaN", run_dir, code)
-        return math.nan
+        raise TrialFailed(f"trial {run_dir}: training exited with {code}")
     try:
         final = RunDir(run_dir).read_summary().get("final_checkpoint")
         result = evaluate(final or run_dir, episodes, split=SWEEP_SPLIT)
     except (RoboSafeRLError, OSError) as err:
-        log.warning("trial %s: cannot be evaluated (%s); scored NaN", run_dir, err)
-        return math.nan
+        raise TrialFailed(f"trial {run_dir}: cannot be evaluated ({err})") from err
     if result.nonfinite_action_at is not None:
-        log.warning("trial %s: the policy emitted a non-finite action; scored NaN", run_dir)
-        return math.nan
+        raise TrialFailed(f"trial {run_dir}: the policy emitted a non-finite action")
     objective = result.mean_return
     print(json.dumps({OBJECTIVE_KEY: objective, "run_dir": str(run_dir), "return": result.return_stats}), flush=True)
     return objective

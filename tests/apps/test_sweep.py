@@ -64,3 +64,36 @@ def test_a_two_trial_sweep_reports_the_evaluation_return(tmp_path: Path) -> None
         assert evaluate(r["run_dir"], split=SWEEP_SPLIT).mean_return == r[OBJECTIVE_KEY]
     best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text(encoding="utf-8"))
     assert best["best_value"] == max(r[OBJECTIVE_KEY] for r in reported)
+
+
+@pytest.mark.slow
+def test_trials_in_parallel_processes_and_a_failed_trial_leave_the_sweep_going(tmp_path: Path) -> None:
+    # The grid sweep with Hydra's joblib launcher: each trial runs in a worker process, which registers the tasks
+    # itself. Its second trial asks for 0 learning epochs, which training refuses (exit 2): the sweeper records it
+    # as failed (max_failure_rate: 1.0) and the sweep ends normally with the other trial as the best.
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    sweep_dir = tmp_path / "sweep"
+    tiny = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2"]
+    tiny += ["+task.env_kwargs.max_episode_steps=20"]
+    grid = [
+        "hydra.sweeper.params.algorithm.use_clipped_value_loss=choice(true)",
+        "hydra.sweeper.params.actor.distribution_cfg.init_std=choice(1.0)",
+        "hydra.sweeper.params.algorithm.num_learning_epochs=choice(1,0)",
+    ]
+    launcher = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep_dir}"]
+    done = subprocess.run(
+        [sys.executable, "tools/sweep.py", "--multirun", "+sweep=ant_grid", *tiny, *grid, *launcher],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "algorithm.num_learning_epochs" in done.stderr + done.stdout  # training named the refused key
+    best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text(encoding="utf-8"))
+    assert best["best_params"]["algorithm.num_learning_epochs"] == 1
+    (trained,) = [d for d in sorted(sweep_dir.iterdir()) if d.is_dir() and RunDir(d).checkpoints()]
+    assert best["best_value"] == evaluate(trained, split=SWEEP_SPLIT).mean_return
