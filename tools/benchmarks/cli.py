@@ -306,48 +306,81 @@ PRESET_ITERATIONS = 488
 LEARNING_STEPS = 1_000_000
 
 
+def _spread(stats: dict | None) -> str:
+    """``mean +- std [min, max]`` of a statistics dict, or ``n/a``."""
+    if stats is None or stats["mean"] is None:
+        return "n/a"
+    return f"{stats['mean']:,.0f} +- {stats['std']:,.0f} [{stats['min']:,.0f}, {stats['max']:,.0f}]"
+
+
+#: The tasks of the learning section, each with its own tuned values (configs/agent/<task>.yaml).
+LEARNING_TASKS = ("ant", "half_cheetah", "hopper", "walker2d")
+
+
 def section_learning(quick: bool) -> str:
-    """Ant with its tuned values (``task=ant``, ``algo=ppo``): 3 seeds of 1M env steps one after another, learning
-    curves against env steps and wall time, and the final policies by the evaluation protocol (hours on 2 cores)."""
-    from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO_ANT, bench_learning, iterations_for, plot_learning
+    """Each task of :data:`LEARNING_TASKS` with its tuned values: 3 seeds of 1M env steps, two trainings at a time
+    (one core each), learning curves against env steps and wall time, the final policies by the evaluation protocol;
+    then the Ant's seed 1 once more with the env workers, alone on the machine: its wall time, and the same return."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO, bench_learning, iterations_for, plot_learning
 
     repo = Path(__file__).resolve().parents[2]
     if quick:
         overrides = ["task.num_envs=4", "runner.num_steps_per_env=8", "runner.max_iterations=3"]
         overrides += ["+task.env_kwargs.max_episode_steps=50"]
         seeds: tuple[int, ...] = (1, 2)
+        tasks: tuple[str, ...] = LEARNING_TASKS[:2]
     else:
         overrides = [f"runner.max_iterations={iterations_for(LEARNING_STEPS, 16, 64)}"]
-        seeds = (1, 2, 3)
+        seeds, tasks = (1, 2, 3), LEARNING_TASKS
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
-    r = bench_learning(repo, out, overrides, seeds=seeds, eval_episodes=2 if quick else 16)
-    plot = (out if quick else repo / "docs") / "learning_ant.png"  # a quick run's figure stays with its runs
-    plot_learning(r, plot, "RoboSafe/Ant-v0, task=ant (tuned), algo=ppo")
-    rows = []
-    for run in r["runs"]:
-        ret, length = run.final.get("return"), run.final.get("length")
-        rows.append(
-            [
-                str(run.seed),
-                f"{run.env_steps:,}",
-                f"{run.wall_s:,.0f}",
-                "n/a"
-                if ret is None
-                else f"{ret['mean']:,.0f} +- {ret['std']:,.0f} [{ret['min']:,.0f}, {ret['max']:,.0f}]",
-                "n/a" if length is None else f"{length['mean']:,.0f}",
-                run.status,
-            ]
-        )
-    f = r["final_return"]
-    summary = "n/a" if f["mean"] is None else f"{f['mean']:,.0f} +- {f['std']:,.0f} [{f['min']:,.0f}, {f['max']:,.0f}]"
-    header = ["seed", "env steps", "wall s", "return, mean +- std [min, max] of episodes", "length", "status"]
+    episodes = 2 if quick else 16
+
+    def one_task(task: str) -> dict:
+        return bench_learning(repo, out / task, [f"task={task}", *overrides], seeds=seeds, eval_episodes=episodes)
+
+    # Two lanes, each a task's seeds one after another: both cores busy until the end.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(tasks, pool.map(one_task, tasks), strict=True))
+    # The workers' wall-clock figure: the Ant's seed 1 again with the envs in two worker processes and nothing else
+    # running. Its return must be the one-core run's (the workers change no trajectory).
+    ant_workers = ["task=ant", *overrides, "task.num_workers=2"]  # after LEARNING_OVERRIDES' 0: the later wins
+    workers = bench_learning(repo, out / "ant_workers", ant_workers, seeds=seeds[:1], eval_episodes=episodes)
+
+    header = ["task", "seed", "env steps", "wall s", "return, mean +- std [min, max] of episodes", "length", "status"]
+    rows, lines, figures = [], [], []
+    for task, r in results.items():
+        figure = (out if quick else repo / "docs") / f"learning_{task}.png"  # a quick run's figures stay with its runs
+        plot_learning(r, figure, f"task={task} (tuned values), 16 envs, {len(seeds)} seeds", ZOO_PPO[task])
+        figures.append(f"![{task} learning curves]({figure.relative_to(repo)})")
+        runs = [(task, run) for run in r["runs"]]
+        if task == "ant":
+            runs += [("ant, 2 env workers, alone", run) for run in workers["runs"]]
+        for name, run in runs:
+            ret, length = run.final.get("return"), run.final.get("length")
+            rows.append(
+                [
+                    name,
+                    str(run.seed),
+                    f"{run.env_steps:,}",
+                    f"{run.wall_s:,.0f}",
+                    _spread(ret),
+                    "n/a" if length is None else f"{length['mean']:,.0f}",
+                    run.status,
+                ]
+            )
+        f = r["final_return"]
+        lines.append(f"- {task}: {_spread(f)} over seeds; rl-zoo's PPO at 2M steps: {ZOO_PPO[task]:,.0f}")
     note = (
-        f"Over seeds: {summary} (mean +- std of the seeds' mean returns [min, max]); rl-zoo's PPO: {ZOO_PPO_ANT:,.0f} "
-        f"at 2M steps. Every run: `python tools/train.py {' '.join([*LEARNING_OVERRIDES, *overrides])} seed=S`, one "
-        f"at a time; final checkpoint by `python tools/evaluate.py RUN` ({r['eval_episodes']} full episodes, "
-        f"deterministic, test seeds). Curves: training episodes' returns, `{plot.relative_to(repo)}`."
+        "Over seeds (mean +- std of the seeds' mean returns [min, max]):\n"
+        + "\n".join(lines)
+        + f"\n\nEvery run: `python tools/train.py task=T {' '.join([*LEARNING_OVERRIDES, *overrides])} seed=S`, two "
+        "at a time, one core each; the workers row: the same with `task.num_workers=2`, alone. Final checkpoint by "
+        f"`python tools/evaluate.py RUN` ({episodes} full episodes, deterministic, test seeds). Curves: training "
+        "episodes' returns (stochastic policy) against env steps and wall time."
     )
-    return _table(header, rows) + "\n\n" + note + f"\n\n![learning curves]({plot.relative_to(repo)})"
+    return _table(header, rows) + "\n\n" + note + "\n\n" + "\n".join(figures)
 
 
 SECTIONS: dict[str, Callable[[bool], str]] = {
