@@ -61,8 +61,10 @@ NOT_RUN = {
     'pip install -e ".[sweep]"': "installs into the environment under test; tests/apps/test_sweep.py runs a sweep",
     "python tools/sweep.py --multirun +sweep=ant": "20 trainings of 300k env steps (hours); tests/apps/test_sweep.py "
     "runs a 2-trial sweep of tiny ones",
-    "python tools/sweep.py --multirun +sweep=ant hydra/launcher=joblib hydra.launcher.n_jobs=2": "the same, and "
-    "hydra-joblib-launcher is not a dependency",
+    "python tools/sweep.py --multirun +sweep=ant hydra/launcher=joblib hydra.launcher.n_jobs=2": "the same, two at a "
+    "time; tests/apps/test_sweep.py runs a 2-trial sweep of tiny ones with joblib",
+    "python tools/sweep.py --multirun +sweep=ant_grid hydra/launcher=joblib hydra.launcher.n_jobs=2": "8 trainings of "
+    "400k env steps (half an hour); tests/apps/test_sweep.py runs a 2-trial grid of tiny ones with joblib",
     "python tools/sweep.py --multirun +sweep=ant hydra/launcher=submitit_slurm hydra.launcher.partition=cpu "
     "hydra.launcher.cpus_per_task=2 hydra.launcher.timeout_min=120": "a Slurm cluster",
     "torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=NODE0_HOST:29400 --rdzv_id=my_run "

@@ -124,11 +124,11 @@ def test_tool_exits_2_on_invalid_config(override: str, needle: str, tmp_path: Pa
 
 @pytest.mark.slow
 def test_short_training_raises_the_return(tmp_path: Path) -> None:
-    # The Ant's tuned values (configs/agent/ant.yaml): 60 iterations x 16 envs x 64 steps = 61,440 env steps with
-    # 200-step episodes (so episodes end every ~3 iterations). Measured here with seed 3: reward per step 0.43 -> 0.53
-    # and the mean return of finished 200-step episodes 86 -> 109 (the first episodes are the initial policy's: alive
-    # bonus +1 minus the electricity cost of std-1 actions). The bounds leave room for noise, not for a policy that
-    # does not learn.
+    # The Ant's tuned values (configs/agent/bullet_locomotion.yaml): 60 iterations x 16 envs x 64 steps = 61,440 env
+    # steps with 200-step episodes (so episodes end every ~3 iterations). Measured here with seed 3: reward per step
+    # 0.43 -> 0.53 and the mean return of finished 200-step episodes 86 -> 109 (the first episodes are the initial
+    # policy's: alive bonus +1 minus the electricity cost of std-1 actions). The bounds leave room for noise, not for a
+    # policy that does not learn.
     run_dir = tmp_path / "learn"
     assert main(["runner.max_iterations=60", "task.max_episode_steps=200", f"run_dir={run_dir}", "seed=3"]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())

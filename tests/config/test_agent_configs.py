@@ -17,7 +17,8 @@ from robo_safe_rl.config.compose import compose, config_source
 from robo_safe_rl.config.schema import register_configs
 from robo_safe_rl.errors import ConfigError
 
-AGENT_ANT = yaml.safe_load((Path(config_source()) / "agent" / "ant.yaml").read_text(encoding="utf-8"))
+#: The Bullet locomotion recipe, which each of the four tasks' agent files starts from.
+AGENT_ANT = yaml.safe_load((Path(config_source()) / "agent" / "bullet_locomotion.yaml").read_text(encoding="utf-8"))
 
 
 def test_the_ant_brings_its_tuned_values() -> None:
@@ -25,6 +26,13 @@ def test_the_ant_brings_its_tuned_values() -> None:
     assert cfg.runner.num_steps_per_env == AGENT_ANT["runner"]["num_steps_per_env"] != RunnerConfig().num_steps_per_env
     assert cfg.algorithm.entropy_coef == AGENT_ANT["algorithm"]["entropy_coef"] != AlgorithmConfig().entropy_coef
     assert cfg.actor.hidden_dims == AGENT_ANT["actor"]["hidden_dims"] == cfg.critic.hidden_dims
+
+
+@pytest.mark.parametrize("task", ["half_cheetah", "hopper", "walker2d"])
+def test_the_walkers_bring_the_locomotion_recipe(task: str) -> None:
+    cfg = to_train_config(compose([f"task={task}", "run_dir=x"]))
+    assert cfg.runner.num_steps_per_env == AGENT_ANT["runner"]["num_steps_per_env"]
+    assert cfg.actor.obs_normalization is AGENT_ANT["actor"]["obs_normalization"] is True
 
 
 def test_an_override_and_a_preset_change_the_tuned_values() -> None:

@@ -45,8 +45,8 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
 
 
 def test_presets_set_what_their_yaml_says() -> None:
-    # Worked from configs/agent/ant.yaml (the task's tuned values over the schema's defaults) and configs/algo/*.yaml
-    # (changes over them): ppo changes nothing, ppo_conservative five things, ppo_safe three more.
+    # Worked from configs/agent/bullet_locomotion.yaml (the task's tuned values over the schema's defaults) and
+    # configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative five things, ppo_safe three more.
     plain = build_rsl_rl_cfg(_cfg(), "unused")
     assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005
     assert plain["algorithm"]["num_mini_batches"] == 4 and plain["algorithm"]["num_learning_epochs"] == 5
