@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from benchmarks.cli import main as bench_main
 from benchmarks.learning import LearningRun, bench_learning, iterations_for, plot_learning
 from benchmarks.runs import curve
 from robo_safe_rl.apps.evaluate import evaluate
@@ -16,6 +17,8 @@ from robo_safe_rl.apps.train import main as train_main
 from robo_safe_rl.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
+#: The learning section's row of the Ant's seed 1 trained with two env workers.
+WORKERS_ROW = ("ant, 2 env workers, alone", "1")
 TINY = [
     "task.num_envs=2",
     "runner.num_steps_per_env=8",
@@ -46,10 +49,29 @@ def test_curve_and_figure_of_a_real_run(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_learning_trains_each_seed_and_evaluates_its_final_policy(tmp_path: Path) -> None:
-    r = bench_learning(REPO, tmp_path, TINY, seeds=(1, 2), eval_episodes=2)
+    r = bench_learning(REPO, tmp_path, TINY, seeds=(1, 2), eval_episodes=2, jobs=2)  # both at once, results in order
     assert [run.seed for run in r["runs"]] == [1, 2] and all(run.status == "completed" for run in r["runs"])
     for run in r["runs"]:
         final = RunDir(run.run_dir).read_summary()["final_checkpoint"]
-        assert run.final["return"]["mean"] == evaluate(final, 2).mean_return  # the one protocol, test seeds
+        # tools/evaluate.py in its own process gives what the protocol gives here: the one protocol, test seeds.
+        assert run.final["return"]["mean"] == evaluate(final, 2).mean_return
     values = r["final_return"]["values"]
     assert r["final_return"]["mean"] == pytest.approx(sum(values) / 2) and r["final_return"]["max"] == max(values)
+
+
+@pytest.mark.slow  # the learning section at quick sizes: two tasks x two tiny trainings, and the workers' run
+def test_the_learning_section_reports_each_task_and_the_workers_run_repeats_seed_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "BENCH.md"
+    assert bench_main(["--quick", "--only", "learning", "--write", str(doc)]) == 0
+    rows = {}
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 7 and cells[-1] == "completed":
+            rows[(cells[0], cells[1])] = cells[4]
+    assert set(rows) == {("ant", "1"), ("ant", "2"), ("half_cheetah", "1"), ("half_cheetah", "2"), WORKERS_ROW}
+    # The env workers change no trajectory: the same seed in two worker processes ends at the same policy, whose
+    # evaluation is the same to the printed digit.
+    assert rows[WORKERS_ROW] == rows[("ant", "1")]
+    assert "- ant: " in doc.read_text(encoding="utf-8") and "rl-zoo's PPO at 2M steps: 2,925" in capsys.readouterr().out
