@@ -52,9 +52,10 @@ def test_presets_set_what_their_yaml_says() -> None:
     assert plain["algorithm"]["num_mini_batches"] == 4 and plain["algorithm"]["num_learning_epochs"] == 5
     assert plain["actor"]["hidden_dims"] == [256, 256] and plain["critic"]["obs_normalization"] is True
     assert plain["actor"]["obs_clip"] is None and plain["algorithm"]["max_grad_norm"] == 1.0
+    assert plain["algorithm"]["use_clipped_value_loss"] is False
     assert plain["actor"]["distribution_cfg"] == {
         "class_name": "rsl_rl.modules.distribution:GaussianDistribution",
-        "init_std": 1.0,
+        "init_std": 0.5,
         "std_type": "scalar",
         "std_range": [1.0e-6, 1.0e6],
     }
