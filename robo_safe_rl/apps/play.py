@@ -106,7 +106,7 @@ def play(
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
     if frames is not None:
         frames.mkdir(parents=True, exist_ok=True)
-    import matplotlib.pyplot as plt
+    import imageio.v2 as imageio
 
     limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
     done = 0
@@ -120,7 +120,7 @@ def play(
             def after_step(first_stepped: bool, running: np.ndarray, lengths: np.ndarray) -> None:
                 nonlocal done
                 if frames is not None and running[0] and lengths[0] % every == 0:
-                    plt.imsave(frames / f"frame_{lengths[0]:05d}.png", envs[0].render())
+                    imageio.imwrite(frames / f"frame_{lengths[0]:05d}.png", envs[0].render())
                 if writer is not None and first_stepped:
                     writer.append(envs[0].render())
                 bar.advance()
