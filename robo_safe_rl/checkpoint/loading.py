@@ -25,8 +25,8 @@ from safetensors import SafetensorError, safe_open
 from robo_safe_rl.checkpoint.archive import open_reader
 from robo_safe_rl.checkpoint.containers import Format, detect_format, read_contents
 from robo_safe_rl.checkpoint.structure import walk_refs
-from robo_safe_rl.checkpoint.walk import walk_tensors
 from robo_safe_rl.errors import CheckpointError
+from robo_safe_rl.safety.walk import walk_tensors
 
 __all__ = ["Format", "LoadedCheckpoint", "detect_format", "open_checkpoint"]
 

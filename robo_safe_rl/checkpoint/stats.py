@@ -116,7 +116,7 @@ def classify_part(name: str) -> Part:
     the same key prefixes, and bare optimizer state dicts (``state/<index>/exp_avg``).
 
     Args:
-        name: Path of the tensor as built by :func:`~robo_safe_rl.checkpoint.walk.walk_tensors`.
+        name: Path of the tensor as built by :func:`~robo_safe_rl.safety.walk.walk_tensors`.
 
     Returns:
         The part; :attr:`Part.OTHER` when the path names none of them (RND, ``infos``, unknown layouts).

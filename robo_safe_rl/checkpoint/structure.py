@@ -19,8 +19,8 @@ from typing import Any
 
 from robo_safe_rl.checkpoint.rebuild import ALLOWED_GLOBALS
 from robo_safe_rl.checkpoint.refs import Kind, StorageRef, TensorRef
-from robo_safe_rl.checkpoint.walk import walk_leaves
 from robo_safe_rl.errors import CheckpointError
+from robo_safe_rl.safety.walk import walk_leaves
 
 
 class Refused(Exception):
@@ -52,7 +52,7 @@ def unpickle(data: bytes | io.BytesIO, persistent_load: Callable[[Any], Any]) ->
 def walk_refs(obj: Any) -> Iterator[tuple[str, TensorRef]]:
     """Yield every tensor (and bare storage) of an unpickled structure with its path, in container order.
 
-    Paths are built as :func:`~robo_safe_rl.checkpoint.walk.walk_tensors` builds them: keys and indices joined with
+    Paths are built as :func:`~robo_safe_rl.safety.walk.walk_tensors` builds them: keys and indices joined with
     ``/``, a container reached twice walked once, any depth walked without recursion.
     """
     return walk_leaves(obj, _as_ref)

@@ -11,7 +11,7 @@ import functools
 import math
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,41 +75,6 @@ def nonfinite_state_keys(state: dict[str, np.ndarray]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------- torch
-def walk_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield every tensor inside nested dicts, lists and tuples, with its path.
-
-    Keys and list indices are joined with ``/``; values that are neither tensors nor containers (numbers, strings,
-    ``None``) are skipped. A container reached twice (shared or cyclic references) is walked once.
-
-    Args:
-        obj: A tensor or a nesting of dicts, lists and tuples holding tensors.
-        prefix: Path of ``obj`` itself; empty at the top.
-
-    Yields:
-        ``(name, tensor)`` pairs in the container's order.
-    """
-    yield from _walk(obj, prefix, set())
-
-
-def _walk(obj: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, torch.Tensor]]:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        yield prefix, obj
-        return
-    if isinstance(obj, dict):
-        items: Any = obj.items()
-    elif isinstance(obj, (list, tuple)):
-        items = enumerate(obj)
-    else:
-        return
-    if id(obj) in seen:
-        return
-    seen.add(id(obj))
-    for key, value in items:
-        yield from _walk(value, f"{prefix}/{key}" if prefix else str(key), seen)
-
-
 def all_finite_flag(tensor: torch.Tensor) -> torch.Tensor:
     """Return a 0-d bool tensor, on the tensor's own device, that is true when every element is finite.
 
@@ -132,7 +97,8 @@ def all_finite_flag(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def find_nonfinite(obj: Any) -> list[tuple[str, torch.Tensor]]:
-    """The floating tensors of a nesting of dicts/lists/tuples that hold NaN or Inf, named as :func:`walk_tensors`.
+    """The floating tensors of a nesting of containers that hold NaN or Inf, named as
+    :func:`~robo_safe_rl.safety.walk.walk_tensors` names them.
 
     One finiteness flag per tensor (:func:`all_finite_flag`), stacked per device and copied to the host once per
     device: a CUDA learning state or checkpoint costs one synchronisation.
@@ -144,6 +110,8 @@ def find_nonfinite(obj: Any) -> list[tuple[str, torch.Tensor]]:
         ``(name, tensor)`` of every tensor with a non-finite element, in walk order; empty when all are finite.
     """
     import torch
+
+    from robo_safe_rl.safety.walk import walk_tensors
 
     named = [(name, t) for name, t in walk_tensors(obj) if t.is_floating_point() or t.is_complex()]
     by_device: dict[torch.device, list[int]] = defaultdict(list)

@@ -20,7 +20,6 @@ from robo_safe_rl.safety.finite import (
     json_fields,
     json_float,
     nonfinite_state_keys,
-    walk_tensors,
 )
 
 NAN, INF = math.nan, math.inf
@@ -62,22 +61,6 @@ def test_describe_nonfinite() -> None:
 def test_nonfinite_state_keys_in_key_order() -> None:
     state = {"base_pos": np.zeros(3), "joint_vel": np.array([1.0, NAN]), "potential": np.array(-INF)}
     assert nonfinite_state_keys(state) == ["joint_vel", "potential"]
-
-
-def test_walk_nested_containers() -> None:
-    a, b, c = torch.zeros(1), torch.ones(2), torch.full((3,), 2.0)
-    shared = [c]
-    obj = {"x": [a, (b, {"y": c, "n": 3, "s": "text"})], "z": None, "again": shared, "same": shared}
-    names = [name for name, _ in walk_tensors(obj)]
-    # The list reached twice through "again" and "same" is walked once.
-    assert names == ["x/0", "x/1/0", "x/1/1/y", "again/0"]
-    assert list(walk_tensors(a, "t")) == [("t", a)]
-
-
-def test_walk_survives_a_cycle() -> None:
-    loop: list = [torch.zeros(1)]
-    loop.append(loop)
-    assert [name for name, _ in walk_tensors({"l": loop})] == ["l/0"]
 
 
 @NONFINITE

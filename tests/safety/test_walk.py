@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from robo_safe_rl.checkpoint.walk import NAME_PARTS, walk_tensors
+from robo_safe_rl.safety.walk import NAME_PARTS, walk_tensors
 
 
 def test_order_shared_and_cyclic_containers() -> None:
