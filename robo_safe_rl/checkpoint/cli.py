@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -29,9 +28,7 @@ from robo_safe_rl.checkpoint.report import (
 )
 from robo_safe_rl.checkpoint.stats import Part, TensorRow
 from robo_safe_rl.errors import CheckpointError
-
-PIPE_WIDTH = 400
-"""Console width when stdout is not a terminal: wide enough that tables never wrap tensor names."""
+from robo_safe_rl.terminal import PIPE_WIDTH, QuietConsole, printable, write_stdout
 
 Row = tuple[list[str], str | None]
 """Cells of one table row and its rich style."""
@@ -93,44 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def printable(text: str) -> str:
-    """``text`` with every character a terminal would act on instead of show (ESC, BEL, carriage return, bidi
-    overrides, any control or format character) written as a Python escape, so a name read from a file cannot move
-    the cursor, recolour the terminal or hide what follows it. JSON output keeps names exact (JSON escapes them)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
 def _print_human(report: CheckpointReport | RunReport, *, all_rows: bool) -> None:
     """Tables with colour on a terminal; on a pipe, plain Markdown tables without colour, wrapping or padding."""
     if sys.stdout.isatty():
-        console = _Console()
+        console = QuietConsole()
         _render(console, report, box.SIMPLE_HEAD, all_rows=all_rows)
         return
     buffer = io.StringIO()
     _render(Console(file=buffer, width=PIPE_WIDTH, color_system=None), report, box.MARKDOWN, all_rows=all_rows)
     lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
-    try:
-        sys.stdout.write("".join(line + "\n" for line in lines if line))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-
-
-class _Console(Console):
-    """A terminal console that, when its reader goes away, stops printing but keeps the exit code.
-
-    rich's default exits with status 1, which here would read as "non-finite values found".
-    """
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        _silence_stdout()
-
-
-def _silence_stdout() -> None:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    write_stdout("".join(line + "\n" for line in lines if line))
 
 
 def _render(console: Console, report: CheckpointReport | RunReport, style: box.Box, *, all_rows: bool) -> None:

@@ -13,25 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rich.console import Console
-
 from robo_safe_rl.diagnose.inputs import resolve
 from robo_safe_rl.diagnose.pipeline import ReplayMode, diagnose_source
-from robo_safe_rl.diagnose.render import printable, render
+from robo_safe_rl.diagnose.render import render
 from robo_safe_rl.diagnose.replay import DEFAULT_STEPS_AFTER
 from robo_safe_rl.diagnose.report import DiagnoseReport
 from robo_safe_rl.diagnose.vet import DEFAULT_VET_STEPS, vet_policy
 from robo_safe_rl.errors import CheckpointError, RoboSafeRLError
 from robo_safe_rl.rundir import CONFIG_FILE
-
-PIPE_WIDTH = 400
-"""Console width when stdout is not a terminal: lines are not wrapped."""
+from robo_safe_rl.terminal import PIPE_WIDTH, QuietConsole, printable, write_stdout
 
 _EPILOG = """\
 PATH is a run directory (its incidents/ and incidents_rank<r>/), an incidents directory, an incidents.jsonl, one
@@ -112,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         report = DiagnoseReport(path=target, mode="policy" if args.policy else "incidents", error=message)
         print(f"diagnose: {message}", file=sys.stderr)
     if args.json:
-        _write(json.dumps(report.to_json(), indent=2) + "\n")
+        write_stdout(json.dumps(report.to_json(), indent=2) + "\n")
     elif report.error is None:
         _print_human(report)
     return report.exit_code
@@ -154,27 +149,6 @@ def _quiet(name: str) -> Iterator[None]:
 
 def _print_human(report: DiagnoseReport) -> None:
     if sys.stdout.isatty():
-        render(_Console(), report)
+        render(QuietConsole(), report)
     else:
-        render(_Console(width=PIPE_WIDTH, color_system=None, soft_wrap=True), report)
-
-
-def _write(text: str) -> None:
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-
-
-class _Console(Console):
-    """A console that, when its reader goes away, stops printing but keeps the exit code (rich's default exits 1,
-    which here would read as "incidents explained")."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        _silence_stdout()
-
-
-def _silence_stdout() -> None:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        render(QuietConsole(width=PIPE_WIDTH, color_system=None, soft_wrap=True), report)

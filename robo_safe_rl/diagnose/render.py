@@ -12,6 +12,7 @@ from robo_safe_rl.diagnose.attribution import ACTION_CAUSES, CAUSE_TITLES
 from robo_safe_rl.diagnose.outcome import ReplayResult, StepOutcome
 from robo_safe_rl.diagnose.report import DiagnoseReport, Group, IncidentDiagnosis, occurrence
 from robo_safe_rl.diagnose.vet import VetReport
+from robo_safe_rl.terminal import printable
 
 #: State arrays shown before/after a replayed step (the rest is in --json).
 SHOWN_STATE_KEYS: tuple[str, ...] = ("base_pos", "base_lin_vel", "joint_vel")
@@ -31,15 +32,6 @@ def render(console: Console, report: DiagnoseReport) -> None:
         style = "bold red" if report.exit_code == 1 else "green"
         for text in verdicts:
             _line(console, f"- {text}", style)
-
-
-def printable(text: str) -> str:
-    """``text`` with every character that is not printable written as its escape (``\\x1b``, ``\\n``, ``\\udcff``):
-    a folder name or a record field may carry terminal control sequences or undecodable bytes, which must neither
-    reach the terminal nor make the print fail."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _line(console: Console, text: str, style: str | None = None) -> None:

@@ -13,7 +13,8 @@ import torch
 from crafted import REPO, TOOL
 
 from robo_safe_rl.checkpoint import inspect_run_dir
-from robo_safe_rl.checkpoint.cli import main, printable
+from robo_safe_rl.checkpoint.cli import main
+from robo_safe_rl.terminal import printable
 
 NAN = float("nan")
 # ESC [2J clears the screen, ESC ]0;...BEL retitles the terminal, U+202E reverses the text after it, CR returns to

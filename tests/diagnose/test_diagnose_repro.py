@@ -20,8 +20,8 @@ from hostile_files import edit_record
 
 from robo_safe_rl.diagnose.cli import main
 from robo_safe_rl.diagnose.inputs import LoadedIncident
-from robo_safe_rl.diagnose.render import printable
 from robo_safe_rl.diagnose.repro import literal, script_path
+from robo_safe_rl.terminal import printable
 
 PAYLOAD = 'open("MARKER", "w").close()'
 HOSTILE_NAMES = [
