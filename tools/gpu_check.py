@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from robo_safe_rl.apps.gpu_check import main
+from benchmarks.gpu_check import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], train_script=Path(__file__).resolve().with_name("train.py")))

@@ -27,28 +27,41 @@ from tensordict import TensorDict
 from robo_safe_rl.training.ppo import SafePPO
 
 
-def _build(
-    cls: type[PPO], obs_dim: int, num_actions: int, num_envs: int, steps: int, hidden: Sequence[int], **kwargs: Any
+def build_ppo(
+    cls: type[PPO],
+    obs_dim: int,
+    num_actions: int,
+    num_envs: int,
+    steps: int,
+    hidden: Sequence[int],
+    *,
+    device: str = "cpu",
+    **kwargs: Any,
 ) -> PPO:
-    obs = TensorDict({"policy": torch.zeros(num_envs, obs_dim)}, batch_size=[num_envs])
+    """A PPO (or SafePPO) of MLP actor and critic on ``device`` with an empty rollout storage; ``kwargs`` are the
+    algorithm's."""
+    obs = TensorDict({"policy": torch.zeros(num_envs, obs_dim, device=device)}, batch_size=[num_envs], device=device)
     groups = {"actor": ["policy"], "critic": ["policy"]}
     dist = {"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 1.0}
     actor = MLPModel(obs, groups, "actor", num_actions, hidden_dims=list(hidden), distribution_cfg=dist)
     critic = MLPModel(obs, groups, "critic", 1, hidden_dims=list(hidden))
-    storage = RolloutStorage("rl", num_envs, steps, obs, [num_actions])
-    return cls(actor, critic, storage, **kwargs)
+    storage = RolloutStorage("rl", num_envs, steps, obs, [num_actions], device=device)
+    return cls(actor.to(device), critic.to(device), storage, device=device, **kwargs)
 
 
-def _fill(alg: PPO, obs_dim: int, seed: int) -> None:
+def fill_rollout(alg: PPO, obs_dim: int, seed: int) -> None:
     """A rollout of Gaussian observations and rewards with 2 % terminations, then returns and advantages."""
-    gen = torch.Generator().manual_seed(seed)
+    device = alg.device
+    gen = torch.Generator(device=device).manual_seed(seed)
     n = alg.storage.num_envs
     with torch.inference_mode():
         for _ in range(alg.storage.num_transitions_per_env):
-            obs = TensorDict({"policy": torch.randn(n, obs_dim, generator=gen)}, batch_size=[n])
+            obs = TensorDict(
+                {"policy": torch.randn(n, obs_dim, generator=gen, device=device)}, batch_size=[n], device=device
+            )
             alg.act(obs)
-            dones = (torch.rand(n, generator=gen) < 0.02).float()
-            alg.process_env_step(obs, torch.randn(n, generator=gen), dones, {})
+            dones = (torch.rand(n, generator=gen, device=device) < 0.02).float()
+            alg.process_env_step(obs, torch.randn(n, generator=gen, device=device), dones, {})
         alg.compute_returns(obs)
 
 
@@ -97,11 +110,11 @@ def bench_guard(
     ppo_kwargs = {"num_learning_epochs": num_learning_epochs, "num_mini_batches": num_mini_batches}
     shape = (obs_dim, num_actions, num_envs, steps_per_env, hidden_dims)
     torch.manual_seed(seed)
-    plain = _build(PPO, *shape, **ppo_kwargs)
+    plain = build_ppo(PPO, *shape, **ppo_kwargs)
     torch.manual_seed(seed)
-    guarded = _build(SafePPO, *shape, **ppo_kwargs, grad_guard={"mode": mode})
+    guarded = build_ppo(SafePPO, *shape, **ppo_kwargs, grad_guard={"mode": mode})
     for alg in (plain, guarded):
-        _fill(alg, obs_dim, seed)
+        fill_rollout(alg, obs_dim, seed)
         alg.update()  # warm-up: allocations, first Adam step
     runs: dict[str, list[float]] = {"plain": [], "guarded": []}
     cpu: dict[str, list[float]] = {"plain": [], "guarded": []}

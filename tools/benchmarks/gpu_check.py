@@ -15,21 +15,27 @@ Exit codes: 0 every check passed; 1 a check failed (each failure is printed); 3 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmarks.guard import build_ppo, fill_rollout
 from robo_safe_rl.checkpoint.report import Status, inspect_file
 from robo_safe_rl.errors import RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
+from robo_safe_rl.training.ppo import SafePPO
 
 EXIT_NO_CUDA = 3
 SMALL_NET, LARGE_NET = (64, 64), (1024, 1024, 512)
+OBS_DIM, NUM_ACTIONS = 28, 8  # pybullet Ant's observation and action sizes
 
 
 def main(argv: list[str] | None = None, *, train_script: Path) -> int:
@@ -148,8 +154,6 @@ def check_run(run_dir: RunDir, iterations: int, world: int = 1) -> list[str]:
 
 def _measure() -> list[str]:
     """The guard's overhead and the syncs per mini-batch on cuda:0; returns the failures."""
-    from robo_safe_rl.apps.gpu_measure import guard_overhead, syncs_per_mini_batch
-
     failures: list[str] = []
     try:
         cost = guard_overhead("cuda:0")
@@ -172,3 +176,102 @@ def _measure() -> list[str]:
             f"{counts[0]['parameters']:,} parameters, {counts[1]['per_mini_batch']:g} for {counts[1]['parameters']:,}"
         )
     return failures
+
+
+# ----------------------------------------------------------------------------------------------- measurements
+def _ppo(
+    device: str,
+    hidden_dims: Sequence[int],
+    mode: str,
+    *,
+    num_envs: int = 4096,
+    steps: int = 24,
+    epochs: int = 5,
+    mini_batches: int = 4,
+    seed: int = 0,
+) -> SafePPO:
+    """A SafePPO on ``device`` (guard ``mode``: ``skip`` or ``off``) with a filled rollout, ready to ``update()``."""
+    torch.manual_seed(seed)
+    kwargs = {"num_learning_epochs": epochs, "num_mini_batches": mini_batches, "grad_guard": {"mode": mode}}
+    alg = build_ppo(SafePPO, OBS_DIM, NUM_ACTIONS, num_envs, steps, hidden_dims, device=device, **kwargs)
+    fill_rollout(alg, OBS_DIM, seed)
+    return alg
+
+
+def _synchronize(device: str) -> None:
+    # CUDA kernels run asynchronously: without a synchronisation the clock stops before the work is done.
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def guard_overhead(
+    device: str, hidden_dims: Sequence[int] = (256, 128, 128), *, repeats: int = 8, updates: int = 3, **sizes: Any
+) -> dict[str, Any]:
+    """Median seconds per ``update()`` with the guard off and on (mode ``skip``), timed in alternating blocks
+    (A B B A ...) so that drift falls on both; ``ratio`` is on / off (1.0: free).
+
+    Args:
+        device: ``cuda``, ``cuda:N`` or ``cpu``.
+        hidden_dims: Actor and critic hidden layers (the project's default).
+        repeats: Timed blocks per variant.
+        updates: ``update()`` calls per block.
+        **sizes: :func:`_ppo`'s sizes (``num_envs``, ``steps``, ``epochs``, ``mini_batches``).
+    """
+    algs = {
+        "off": _ppo(device, hidden_dims, "off", **sizes),
+        "on": _ppo(device, hidden_dims, "skip", **sizes),
+    }
+    for alg in algs.values():
+        alg.update()  # warm-up: allocations, kernels chosen, the first Adam step
+    runs: dict[str, list[float]] = {"off": [], "on": []}
+    for i in range(repeats):
+        for name in ("off", "on") if i % 2 == 0 else ("on", "off"):
+            _synchronize(device)
+            start = time.perf_counter()
+            for _ in range(updates):
+                algs[name].update()
+            _synchronize(device)
+            runs[name].append((time.perf_counter() - start) / updates)
+    off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+    return {"hidden_dims": list(hidden_dims), "off_s_per_update": off, "on_s_per_update": on, "ratio": on / off}
+
+
+def count_syncs(alg: SafePPO, device: str) -> int:
+    """Host-device synchronisations of one ``alg.update()``, as ``torch.cuda.set_sync_debug_mode("warn")`` reports
+    them (one warning each)."""
+    _synchronize(device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            alg.update()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def syncs_per_mini_batch(device: str, hidden_dims: Sequence[int], mode: str = "skip") -> dict[str, Any]:
+    """Host-device syncs of an update with 2 and with 4 mini-batches (one epoch), split into a count per mini-batch
+    and a fixed count per update: ``syncs(m) = per_mini_batch * m + per_update``.
+
+    Args:
+        device: A CUDA device (sync debug mode is CUDA's).
+        hidden_dims: Actor and critic hidden layers; the counts must not depend on them.
+        mode: The guard's mode.
+    """
+    algs = {m: _ppo(device, hidden_dims, mode, epochs=1, mini_batches=m) for m in (2, 4)}
+    for alg in algs.values():
+        alg.update()  # warm-up: the first Adam step allocates its state
+    counts = {m: count_syncs(alg, device) for m, alg in algs.items()}
+    per_mini_batch = (counts[4] - counts[2]) / 2
+    parameters = sum(p.numel() for p in algs[2].actor.parameters()) + sum(
+        p.numel() for p in algs[2].critic.parameters()
+    )
+    return {
+        "hidden_dims": list(hidden_dims),
+        "parameters": parameters,
+        "syncs_2_mini_batches": counts[2],
+        "syncs_4_mini_batches": counts[4],
+        "per_mini_batch": per_mini_batch,
+        "per_update": counts[2] - 2 * per_mini_batch,
+    }

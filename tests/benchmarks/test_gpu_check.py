@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
-from robo_safe_rl.apps.gpu_check import EXIT_NO_CUDA, check_run
-from robo_safe_rl.apps.gpu_measure import guard_overhead
+from benchmarks.gpu_check import EXIT_NO_CUDA, check_run, guard_overhead
 from robo_safe_rl.apps.train import main
 from robo_safe_rl.rundir import RunDir
 
