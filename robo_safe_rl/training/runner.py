@@ -293,14 +293,13 @@ class SafeRunner(OnPolicyRunner):
         self.alg.transition.clear()
         self.counters["rollout_steps_discarded"] += self.cfg["num_steps_per_env"] * self.env.num_envs
         self.logger.discard_rollout()
-        if not self.recovery_cfg.enabled:
-            self._record_event({"iteration": it, "kind": "recovery_failed", "what": what, "layers": layers or []})
-            raise RecoveryError(f"training stopped at iteration {it}: {what} (safety.recovery.enabled=false)")
         try:
+            if not self.recovery_cfg.enabled:
+                raise RecoveryError(f"training stopped at iteration {it}: {what} (safety.recovery.enabled=false)")
             event = self.recovery.rollback(self.alg, it, what)
-        except RecoveryError as err:
+        except RecoveryError:
             self._record_event({"iteration": it, "kind": "recovery_failed", "what": what, "layers": layers or []})
-            raise err
+            raise
         self._record_event({**event, "layers": layers or []})
 
     def _log_iteration(
