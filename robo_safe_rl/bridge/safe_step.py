@@ -268,10 +268,8 @@ class SafeStep(gym.Wrapper):
         return self._classify(obs, 0.0, reason)
 
     def _start_episode(self, obs: np.ndarray) -> None:
+        # History, episode step and snapshot were cleared when the reset began.
         self._last_obs = obs
-        self._history.clear()
-        self._episode_step = 0
-        self._snapshot = None
         self._snapshot_step = 0
         if self._sim is not None:
             try:

@@ -87,11 +87,6 @@ class ActionFinding:
         """The largest distance of a finite component outside its bounds; ``None`` when none is outside."""
         return max((i.excess for i in self.out_of_range if i.excess is not None), default=None)
 
-    @property
-    def legal(self) -> bool:
-        """Whether there was an action and every component was finite and inside the bounds."""
-        return self.raw is not None and not self.issues
-
     def summary(self, max_items: int = 4) -> str:
         """One line: ``"2 of 8 components non-finite: hip_1 = nan, ankle_4 = inf"`` or ``"within limits"``."""
         if self.raw is None:
