@@ -79,6 +79,7 @@ import os
 import threading
 import time
 import zipfile
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -248,8 +249,8 @@ class IncidentRecorder:
         self.written = 0
         self.dropped = 0
         #: Records written / dropped per kind; a record counts under every kind of its ``kinds``.
-        self.written_by_kind: dict[str, int] = {}
-        self.dropped_by_kind: dict[str, int] = {}
+        self.written_by_kind: Counter[str] = Counter()
+        self.dropped_by_kind: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._warn = RateLimitedLog(logger)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -329,8 +330,7 @@ class IncidentRecorder:
             self._next_id += 1
             self._bytes += size + len(text)
             self.written += 1
-            for k in kinds:
-                self.written_by_kind[k] = self.written_by_kind.get(k, 0) + 1
+            self.written_by_kind.update(kinds)
             return True
 
     def _append_line(self, text: bytes) -> None:
@@ -347,8 +347,7 @@ class IncidentRecorder:
 
     def _drop(self, kinds: list[str], why: str) -> bool:
         self.dropped += 1
-        for k in kinds:
-            self.dropped_by_kind[k] = self.dropped_by_kind.get(k, 0) + 1
+        self.dropped_by_kind.update(kinds)
         self._warn.warning("drop", "incident record (%s) not written to %s: %s", "+".join(kinds), self.directory, why)
         return False
 
