@@ -176,12 +176,7 @@ def evaluate(
     try:
         for _ in range(episodes):
             envs.append(SafeStep(gym.make(env_id, **kwargs)))
-        spaces = (envs[0].observation_space.shape, envs[0].action_space.shape)
-        if spaces != ((policy.obs_dim,), (policy.num_actions,)):
-            raise ConfigError(
-                f"{policy.checkpoint}: the policy maps {policy.obs_dim} observations to {policy.num_actions} actions; "
-                f"{env_id} has observations of shape {spaces[0]} and actions of shape {spaces[1]}"
-            )
+        policy.check_spaces(envs[0], env_id)
         _play(policy, envs, seeds, result, progress)
     finally:
         for env in envs:

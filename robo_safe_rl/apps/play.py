@@ -75,6 +75,7 @@ def play(
         ConfigError: If no task is given and the run's configuration does not name one.
     """
     import gymnasium as gym
+    import imageio.v2 as imageio
 
     policy = load_policy(path)
     checkpoint = policy.checkpoint
@@ -95,22 +96,13 @@ def play(
         SafeStep(gym.make(env_id, render_mode="rgb_array" if i == 0 and render else None, **kwargs))
         for i in range(episodes)
     ]
-    spaces = (envs[0].observation_space.shape, envs[0].action_space.shape)
-    if spaces != ((policy.obs_dim,), (policy.num_actions,)):
-        for env in envs:
-            env.close()
-        raise ConfigError(
-            f"{checkpoint}: the policy maps {policy.obs_dim} observations to {policy.num_actions} actions; {env_id} "
-            f"has observations of shape {spaces[0]} and actions of shape {spaces[1]}: wrong --task?"
-        )
-    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
-    if frames is not None:
-        frames.mkdir(parents=True, exist_ok=True)
-    import imageio.v2 as imageio
-
-    limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
-    done = 0
     try:
+        policy.check_spaces(envs[0], env_id, ": wrong --task?")
+        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+        if frames is not None:
+            frames.mkdir(parents=True, exist_ok=True)
+        limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
+        done = 0
         with contextlib.ExitStack() as stack:
             bar = stack.enter_context(progress_bar(f"play: 0/{episodes} episodes done", limit, enabled=progress))
             writer = stack.enter_context(VideoWriter(video, frame_rate(envs[0]))) if video is not None else None

@@ -71,6 +71,19 @@ class LoadedPolicy:
         """Size of the action."""
         return self.saved.num_actions
 
+    def check_spaces(self, env: Any, env_id: str, hint: str = "") -> None:
+        """Fail unless the gymnasium ``env`` (of the task ``env_id``) has the policy's observation and action sizes.
+
+        Raises:
+            ConfigError: Naming the checkpoint, both sizes and ``hint`` (``": wrong --task?"``).
+        """
+        obs, act = env.observation_space.shape, env.action_space.shape
+        if (obs, act) != ((self.obs_dim,), (self.num_actions,)):
+            raise ConfigError(
+                f"{self.checkpoint}: the actor maps {self.obs_dim} observations to {self.num_actions} actions; "
+                f"{env_id} has observations of shape {obs} and actions of shape {act}{hint}"
+            )
+
     def describe(self) -> str:
         """``"ClippedMLPModel 28 -> 8: hidden_dims=[64, 64], activation=elu, ... (train_cfg.json)"``."""
         cfg = self.saved.train_cfg["actor"]

@@ -180,13 +180,11 @@ def vet_policy(
         raise ConfigError(
             f"task {env_id}: {err} (tools/diagnose.py imports envs, which registers RoboSafe tasks)"
         ) from err
-    obs_shape, act_shape = env.observation_space.shape, env.action_space.shape
-    if obs_shape != (policy.obs_dim,) or act_shape != (policy.num_actions,):
+    try:
+        policy.check_spaces(env, env_id, ": wrong --task?")
+    except ConfigError:
         env.close()
-        raise ConfigError(
-            f"{checkpoint}: the actor maps {policy.obs_dim} observations to {policy.num_actions} actions; {env_id} has "
-            f"observations of shape {obs_shape} and actions of shape {act_shape}: wrong --task?"
-        )
+        raise
     report = VetReport(
         checkpoint=checkpoint,
         task=env_id,
