@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from robo_safe_rl.config.compose import compose, config_groups
-from robo_safe_rl.config.keys import check_node, leaf_keys, schema_keys
+from robo_safe_rl.config.keys import check_node, leaf_keys, leaf_paths, schema_keys
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.rundir import CHECKPOINT_FILES, LOGS_DIR, RunDir
 
@@ -100,7 +100,7 @@ def explicit_keys(overrides: Iterable[str]) -> set[str]:
         key = override.key_or_group
         if key in groups and isinstance(override.value(), str):
             option = compose([], config_name=f"{key}/{override.value()}")
-            keys.update(_paths(OmegaConf.to_container(option, resolve=False)))
+            keys.update(leaf_paths(OmegaConf.to_container(option, resolve=False)))
         elif not key.startswith("hydra"):
             keys.add(key)
     # Map each key onto the schema's leaves: a whole node (actor.distribution_cfg={...}), or a key below an open dict
@@ -111,14 +111,6 @@ def explicit_keys(overrides: Iterable[str]) -> set[str]:
         for key in keys
         if leaf == key or leaf.startswith(key + ".") or key.startswith(leaf + ".")
     }
-
-
-def _paths(data: Any, prefix: str = "") -> Iterable[str]:
-    if isinstance(data, dict) and data:
-        for name, value in data.items():
-            yield from _paths(value, f"{prefix}{name}.")
-    else:
-        yield prefix.rstrip(".")
 
 
 def _lookup(data: dict[str, Any], path: str) -> tuple[bool, Any]:

@@ -142,15 +142,16 @@ def _unknown(data: Mapping[str, Any], prefix: str) -> Iterable[str]:
         if kind == NODE and isinstance(value, Mapping):
             yield from _unknown(value, path + ".")
         elif kind is None and isinstance(value, Mapping) and value:
-            yield from (f"{path}.{leaf}" for leaf in _leaves(value))  # name the typo, not the node it created
+            yield from (f"{path}.{leaf}" for leaf in leaf_paths(value))  # name the typo, not the node it created
         elif kind is None:
             yield path
 
 
-def _leaves(data: Mapping[str, Any]) -> Iterable[str]:
+def leaf_paths(data: Mapping[str, Any]) -> Iterable[str]:
+    """The dotted path of every leaf of a nested mapping (``algorithm.learning_rate``); an empty mapping is a leaf."""
     for name, value in data.items():
         if isinstance(value, Mapping) and value:
-            yield from (f"{name}.{leaf}" for leaf in _leaves(value))
+            yield from (f"{name}.{leaf}" for leaf in leaf_paths(value))
         else:
             yield str(name)
 
