@@ -14,6 +14,7 @@ gives up (``std::bad_alloc``, or a segfault inside Bullet) with no message.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -165,11 +166,7 @@ def _cgroup_room() -> int | None:
 
 
 def _flat_size(space: gym.Space) -> int:
-    shape = getattr(space, "shape", None) or (1,)
-    size = 1
-    for n in shape:
-        size *= int(n)
-    return size
+    return math.prod(getattr(space, "shape", None) or (1,))
 
 
 def _size(n: float) -> str:
