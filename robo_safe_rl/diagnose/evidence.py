@@ -21,20 +21,13 @@ from robo_safe_rl.checkpoint.report import Status, inspect_file
 from robo_safe_rl.checkpoint.stats import Part
 from robo_safe_rl.errors import CheckpointError
 from robo_safe_rl.rundir import checkpoint_iteration
+from robo_safe_rl.safety.grad_guard import COUNTER_KEYS
 from robo_safe_rl.safety.incident_kinds import KIND_OF_FAULT
 
 logger = logging.getLogger(__name__)
 
 #: Event kinds that mark trouble in the learning state.
 TROUBLE_KINDS: tuple[str, ...] = ("grad_guard", "rollback", "recovery_failed")
-#: The gradient guard's counts worth naming in a line (its norms are not trouble).
-_GRAD_KEYS = (
-    "grad_nonfinite_steps",
-    "grad_steps_skipped",
-    "grad_steps_zeroed",
-    "grad_nonfinite_elements",
-    "loss_nonfinite",
-)
 _EVENT_LABEL = {"grad_guard": "gradient event", "rollback": "rollback", "recovery_failed": "failed recovery"}
 
 
@@ -191,8 +184,8 @@ def describe_event(event: dict[str, Any]) -> str:
     """``"gradient event at iteration 9 (grad_nonfinite_steps=3)"``, ``"rollback at iteration 12: <what>"``."""
     kind = str(event.get("kind"))
     text = f"{_EVENT_LABEL.get(kind, kind)} at iteration {event.get('iteration')}"
-    if kind == "grad_guard":
-        counts = [f"{k}={event[k]:g}" for k in _GRAD_KEYS if isinstance(event.get(k), (int, float)) and event[k]]
+    if kind == "grad_guard":  # the guard's counts are worth naming, its norms are not trouble
+        counts = [f"{k}={event[k]:g}" for k in COUNTER_KEYS if isinstance(event.get(k), (int, float)) and event[k]]
         return f"{text} ({', '.join(counts)})" if counts else text
     what = event.get("what")
     return f"{text}: {what}" if what else text
