@@ -20,9 +20,9 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from robo_safe_rl.bridge.faults import sum_injected, wrapper_chain
+from robo_safe_rl.bridge.faults import sum_injected
 from robo_safe_rl.bridge.protocol import is_simulated
-from robo_safe_rl.bridge.safe_step import SafeStep, sum_counters
+from robo_safe_rl.bridge.safe_step import sum_counters
 
 #: Counters of the worker processes (``Safety/<name>``, ``summary.json``'s ``safety``): worker processes that died
 #: or stopped answering, and the ones started in their place. Zero for a batch without workers, so that every rank
@@ -193,8 +193,3 @@ class LocalEnvBatch:
         """Close every env (frees their physics clients)."""
         for env in self.envs:
             env.close()
-
-
-def find_safe_step(env: gym.Env) -> SafeStep | None:
-    """The SafeStep layer of an env's wrapper chain, if any."""
-    return next((layer for layer in wrapper_chain(env) if isinstance(layer, SafeStep)), None)

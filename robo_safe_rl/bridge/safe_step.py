@@ -62,6 +62,7 @@ import gymnasium as gym
 import numpy as np
 
 from robo_safe_rl.bridge.env_traits import physics_error_types, reward_bound
+from robo_safe_rl.bridge.faults import wrapper_chain
 from robo_safe_rl.bridge.history import HistoryRing
 from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder, RateLimitedLog, exception_name
 from robo_safe_rl.bridge.protocol import SimulatedEnv, is_simulated
@@ -94,15 +95,15 @@ def sum_counters(envs: Iterable[gym.Env]) -> dict[str, int]:
     :data:`COUNTER_NAMES` present; the ``Safety/`` scalars and ``summary.json``'s ``safety`` entries of the env side.
     """
     total = dict.fromkeys(COUNTER_NAMES, 0)
-    for env in envs:
-        layer: gym.Env | None = env
-        while layer is not None:
-            if isinstance(layer, SafeStep):
-                for name, value in layer.counters.items():
-                    total[name] += value
-                break
-            layer = layer.env if isinstance(layer, gym.Wrapper) else None
+    for safe in filter(None, map(find_safe_step, envs)):
+        for name, value in safe.counters.items():
+            total[name] += value
     return total
+
+
+def find_safe_step(env: gym.Env) -> SafeStep | None:
+    """The SafeStep layer of an env's wrapper chain, if any."""
+    return next((layer for layer in wrapper_chain(env) if isinstance(layer, SafeStep)), None)
 
 
 def _exception_text(err: BaseException) -> str:

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from robo_safe_rl.bridge.env_batch import find_safe_step
 from robo_safe_rl.bridge.faults import ActionFaultInjector, EnvFaultInjector, sum_injected, wrapper_chain
-from robo_safe_rl.bridge.safe_step import COUNTER_NAMES
+from robo_safe_rl.bridge.safe_step import COUNTER_NAMES, find_safe_step
 from robo_safe_rl.safety.incident_kinds import KIND_OF_FAULT
 
 #: Columns of the ``injected`` and ``armed`` arrays: every kind an env-side injector can count.
