@@ -13,6 +13,7 @@ processes, so it plays the current policy deterministically in an env of its own
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import secrets
@@ -24,8 +25,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from tensordict import TensorDict
 
+from robo_safe_rl.checkpoint.policy import actor_action
 from robo_safe_rl.config.safe_step import EnvFaultConfig
 from robo_safe_rl.config.video import VideoConfig
 from robo_safe_rl.errors import ConfigError
@@ -109,26 +110,6 @@ class VideoWriter:
         self.close(keep=kind is None)
 
 
-def actor_act(actor: torch.nn.Module, group: str) -> Callable[[np.ndarray], np.ndarray]:
-    """The deterministic action of an rsl-rl actor that reads one observation group, for one env's observation.
-
-    Args:
-        actor: rsl-rl's model (called with a TensorDict, it returns the mean action).
-        group: The observation group the actor reads (``policy``).
-
-    Returns:
-        A function of an observation, shape (obs_dim,), to an action, shape (num_actions,), float32.
-    """
-    device = next(actor.parameters()).device
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        batch = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device).reshape(1, -1)
-        with torch.inference_mode():
-            return actor(TensorDict({group: batch}, batch_size=[1])).cpu().numpy()[0].astype(np.float32)
-
-    return act
-
-
 def record(env: gym.Env, act: Callable[[np.ndarray], np.ndarray], writer: VideoWriter, frames: int, seed: int) -> int:
     """Write ``frames`` frames of ``env`` driven by ``act``: the frame after the reset, then one per step; an episode
     that ends is followed by the next (reset with ``seed + 1``, ...). Stops early at a non-finite action.
@@ -184,7 +165,9 @@ class TrainingClips:
             if self._env is None:
                 self._env = self.make_env()
             with VideoWriter(path, frame_rate(self._env)) as writer:
-                record(self._env, actor_act(actor, self.group), writer, self.cfg.length, self.seed)
+                record(
+                    self._env, functools.partial(actor_action, actor, self.group), writer, self.cfg.length, self.seed
+                )
         except Exception as err:  # ffmpeg, a full disk, the env: the clip is lost, not the run
             log.warning("video of iteration %d not written to %s: %s: %s", iteration, path, type(err).__name__, err)
             return

@@ -116,14 +116,29 @@ class LoadedPolicy:
         """
         if len(self.obs_groups) != 1:
             raise ConfigError(f"act() takes one observation array; this actor reads the groups {self.obs_groups}")
-        batch = torch.as_tensor(np.asarray(obs), dtype=torch.float32)
-        single = batch.dim() == 1
-        batch = batch.reshape(1, -1) if single else batch
-        device = next(self.actor.parameters()).device
-        td = TensorDict({self.obs_groups[0]: batch.to(device)}, batch_size=[batch.shape[0]])
-        with torch.inference_mode():
-            out = self.actor(td, stochastic_output=stochastic).cpu().numpy().astype(np.float32)
-        return out[0] if single else out
+        return actor_action(self.actor, self.obs_groups[0], obs, stochastic=stochastic)
+
+
+def actor_action(actor: torch.nn.Module, group: str, obs: np.ndarray, *, stochastic: bool = False) -> np.ndarray:
+    """The action of an rsl-rl actor that reads the one observation group ``group`` (its mean, or a sample).
+
+    Args:
+        actor: rsl-rl's model (called with a TensorDict, it returns the mean action; ``stochastic_output`` samples).
+        group: The observation group it reads (``policy``).
+        obs: Shape: (obs_dim,) or (batch, obs_dim).
+        stochastic: Sample from the action distribution instead of taking its mean.
+
+    Returns:
+        Shape: (num_actions,) or (batch, num_actions), float32.
+    """
+    batch = torch.as_tensor(np.asarray(obs), dtype=torch.float32)
+    single = batch.dim() == 1
+    batch = batch.reshape(1, -1) if single else batch
+    device = next(actor.parameters()).device
+    td = TensorDict({group: batch.to(device)}, batch_size=[batch.shape[0]])
+    with torch.inference_mode():
+        out = actor(td, stochastic_output=stochastic).cpu().numpy().astype(np.float32)
+    return out[0] if single else out
 
 
 def load_policy(path: str | Path, *, device: str = "cpu") -> LoadedPolicy:
