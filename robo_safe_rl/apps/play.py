@@ -81,9 +81,7 @@ def play(
     checkpoint = policy.checkpoint
     run = RunDir(checkpoint.parent)
     task: dict[str, Any] = (run.read_config() or {}).get("task") or {}
-    env_id = env_id or run.task_env_id()
-    if not env_id:
-        raise ConfigError(f"{checkpoint}: no --task given and no {CONFIG_FILE} with task.env_id beside it")
+    env_id = policy.task(env_id)
     # The run's env_kwargs apply when it is the run's task; the time limit is the task's own (a short training limit,
     # such as make train's, is for learning, not for judging).
     kwargs = dict(task.get("env_kwargs") or {}) if env_id == task.get("env_id") else {}

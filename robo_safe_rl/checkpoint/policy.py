@@ -31,7 +31,7 @@ from tensordict import TensorDict
 from robo_safe_rl.checkpoint.loading import open_checkpoint
 from robo_safe_rl.checkpoint.report import resolve_checkpoint
 from robo_safe_rl.errors import CheckpointError, ConfigError
-from robo_safe_rl.rundir import TRAIN_CFG_FILE, RunDir, SavedTrainCfg
+from robo_safe_rl.rundir import CONFIG_FILE, TRAIN_CFG_FILE, RunDir, SavedTrainCfg
 
 ACTOR_KEY = "actor_state_dict"
 """Where rsl-rl's checkpoints keep the actor's weights and normaliser."""
@@ -70,6 +70,17 @@ class LoadedPolicy:
     def num_actions(self) -> int:
         """Size of the action."""
         return self.saved.num_actions
+
+    def task(self, given: str | None = None) -> str:
+        """The gymnasium id to run the policy in: ``given`` (``--task``), else ``task.env_id`` of its run's config.
+
+        Raises:
+            ConfigError: If neither names one.
+        """
+        env_id = given or RunDir(self.checkpoint.parent).task_env_id()
+        if not env_id:
+            raise ConfigError(f"{self.checkpoint}: no --task given and no {CONFIG_FILE} with task.env_id beside it")
+        return env_id
 
     def check_spaces(self, env: Any, env_id: str, hint: str = "") -> None:
         """Fail unless the gymnasium ``env`` (of the task ``env_id``) has the policy's observation and action sizes.

@@ -28,7 +28,7 @@ from robo_safe_rl.diagnose.action import ActionFinding, component_issues
 from robo_safe_rl.diagnose.evidence import CheckpointCache, CheckpointFinding
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.progress import Bar, progress_bar
-from robo_safe_rl.rundir import CONFIG_FILE, RunDir
+from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.safety.finite import all_finite
 
 DEFAULT_VET_STEPS = 1000
@@ -121,18 +121,6 @@ class VetReport:
         }
 
 
-def task_of(checkpoint: Path, task: str | None) -> str:
-    """The task to vet in: ``task`` when given, else ``task.env_id`` of the run configuration beside the checkpoint.
-
-    Raises:
-        ConfigError: If neither names one.
-    """
-    env_id = task or RunDir(checkpoint.parent).task_env_id()
-    if not env_id:
-        raise ConfigError(f"{checkpoint}: no --task given and no {CONFIG_FILE} with task.env_id beside it")
-    return env_id
-
-
 def _recorder(directory: Path, notes: list[str]) -> IncidentRecorder | None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -173,7 +161,7 @@ def vet_policy(
     """
     policy = load_policy(checkpoint)
     checkpoint = policy.checkpoint  # a run directory names its newest clean checkpoint
-    env_id = task_of(checkpoint, task)
+    env_id = policy.task(task)
     try:
         env = gym.make(env_id, disable_env_checker=True)
     except gym.error.Error as err:
