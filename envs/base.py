@@ -48,8 +48,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import operator
 from abc import abstractmethod
+from operator import itemgetter, mul, sub, truediv
 from typing import Any, ClassVar
 
 import gymnasium
@@ -69,6 +69,15 @@ _AT_LIMIT = 0.99
 # WalkerBase scales velocities to make them roughly -1..+1: 0.3 for the base, 0.1 for the joints.
 _BASE_VEL_SCALE = 0.3
 _JOINT_VEL_SCALE = 0.1
+# The step's per-element work runs as map() chains over these C callables (no Python frame per element). _FIRST and
+# _SECOND pick a link state's centre of mass and a position's x and y, or a joint state's position and speed;
+# _LINK_A a contact point's link on body A (the robot).
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_LINK_A = itemgetter(3)
+_TWICE = (2.0).__mul__
+_SCALE_JOINT_VEL = _JOINT_VEL_SCALE.__mul__
+_AS_FLOAT = (0.0, 1.0).__getitem__  # a bool as 0.0 or 1.0
 
 
 class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
@@ -151,7 +160,9 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self._elapsed_steps = 0
         self._feet_contact = [0.0] * len(self.walker.foot_names)
         self._feet_contact_shown = list(self._feet_contact)
-        self._joints: list[float] = [0.0] * (2 * n)
+        self._joint_rel: list[float] = [0.0] * n
+        self._joint_speed: list[float] = [0.0] * n
+        self._joint_slots = [0.0] * (2 * n)  # the observation's joint entries, interleaved (refilled every step)
         self._pitch = 0.0
         self._state_finite = True
 
@@ -181,11 +192,11 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         w = self.walker
         # The torso: the base (None), or a link carried by the planar root joints over a fixed base at the origin.
         self._torso = None if w.torso_link is None else physics.find_links(c, self._robot, (w.torso_link,))[0]
+        self._torso_is_link = int(self._torso is not None)  # the link query then also computes link velocities
         self._root_ids = physics.find_joints(c, self._robot, w.root_joints)
         self._joint_mid = (0.5 * (self.joints.lower + self.joints.upper)).tolist()
         self._joint_span = (self.joints.upper - self.joints.lower).tolist()
-        feet = physics.find_links(c, self._robot, self.walker.foot_names)
-        self._foot_slot = {link: i for i, link in enumerate(feet)}
+        self._feet = physics.find_links(c, self._robot, self.walker.foot_names)
         # Every link is a "part" in the reference's body-centre mean, plus the floor, plus the base when it is the
         # torso. (The reference's addToScene files the base under the robot's name "torso" at the first joint; a
         # link named "torso", as in the planar robots, replaces that entry, so their fixed base is no part.)
@@ -348,8 +359,11 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             raise ValueError(f"action must have shape {self._action_shape}, got {a.shape}")
         self.raw_step(a)
         self._elapsed_steps += 1
-        obs = self._observe(self._feet_contact)
-        self._update_feet_contact()
+        shown = self._feet_contact
+        obs = self._observe(shown)
+        # The contacts after this step are shown by the next observation (the reference's one-step lag).
+        self._feet_contact_shown = shown
+        self._feet_contact = self._touching_feet()
         w = self.walker
 
         # obs[0] + initial_z rather than the torso z: the reference judges the float32 observation entry.
@@ -359,12 +373,11 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self._potential = -self._walk_target_dist / self._dt
         progress = float(self._potential - potential_old)
         # The costs use the action as given (unclipped) and the joint speeds as observed (0.1 rad/s units).
-        joints = self._joints
         act = a.tolist()
         n = len(act)
-        electricity = w.electricity_cost * (sum(map(abs, map(operator.mul, act, joints[1::2]))) / n)
-        electricity += w.stall_torque_cost * (sum(map(operator.mul, act, act)) / n)
-        joints_at_limit = w.joints_at_limit_cost * len([qi for qi in joints[0::2] if abs(qi) > _AT_LIMIT])
+        electricity = w.electricity_cost * (sum(map(abs, map(mul, act, self._joint_speed))) / n)
+        electricity += w.stall_torque_cost * (sum(map(mul, act, act)) / n)
+        joints_at_limit = w.joints_at_limit_cost * sum(map(_AT_LIMIT.__lt__, map(abs, self._joint_rel)))
 
         reward = alive + progress + electricity + joints_at_limit
         info = {
@@ -377,10 +390,10 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return obs, reward, terminated, False, info
 
     def _observe(self, feet_contact: list[float]) -> np.ndarray:
-        """Query the robot once and build the observation (``WalkerBase.calc_state``).
+        """Query the robot and build the observation (``WalkerBase.calc_state``).
 
-        Also sets what the reward needs: ``_walk_target_dist`` (m), ``_pitch`` (rad), ``_joints`` (the unclipped
-        joint entries of the observation, float64) and ``_state_finite``.
+        Also sets what the reward needs: ``_walk_target_dist`` (m), ``_pitch`` (rad), ``_joint_rel`` and
+        ``_joint_speed`` (the unclipped joint entries of the observation, float64) and ``_state_finite``.
 
         Args:
             feet_contact: The foot contacts to show, one 0.0 or 1.0 per foot.
@@ -389,16 +402,21 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             The observation, shape (obs_dim,), float32, clipped to [-5, 5].
         """
         c, robot = self._client, self._robot
+        # Each query is one round trip to the engine that copies the whole body's state, so a step makes as few as
+        # the reference's numbers allow: the links (with their velocities when the torso is one of them: the same
+        # numbers as the torso's own computeLinkVelocity query), the motor joints, and for a floating base its pose
+        # and velocity (no link query returns the base).
+        links = pybullet.getLinkStates(
+            robot, self._link_ids, computeLinkVelocity=self._torso_is_link, physicsClientId=c
+        )
         states = pybullet.getJointStates(robot, self._motor_ids, physicsClientId=c)
-        links = pybullet.getLinkStates(robot, self._link_ids, physicsClientId=c)
         if self._torso is None:
             pos, orn = pybullet.getBasePositionAndOrientation(robot, physicsClientId=c)
             lin, ang = pybullet.getBaseVelocity(robot, physicsClientId=c)
         else:
             # The reference's torso part: its pose is the cached link transform (as every part's), its speed is
             # computed (computeLinkVelocity).
-            pos, orn = links[self._torso][:2]
-            lin, ang = pybullet.getLinkState(robot, self._torso, computeLinkVelocity=1, physicsClientId=c)[6:8]
+            pos, orn, _, _, _, _, lin, ang = links[self._torso]
         roll, pitch, yaw = pybullet.getEulerFromQuaternion(orn)
         # check_state() reads this record instead of querying the engine again.
         self._last_query = (pos, orn, lin, ang, states)
@@ -406,14 +424,15 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         vx, vy, vz = lin
 
         # Body centre: mean over the reference's parts (links at their centre of mass, the floor, the base when it is
-        # the torso); the Ant's sum keeps its order (base first).
-        link_x, link_y, _ = zip(*[link[0] for link in links], strict=True)
+        # the torso); each sum keeps the reference's order (base first, then the floor, then the links in order).
+        centres = list(map(_FIRST, links))
+        link_x, link_y = sum(map(_FIRST, centres)), sum(map(_SECOND, centres))
         if self._torso is None:
-            body_x = (x + self._floor_x + sum(link_x)) / self._num_parts
-            body_y = (y + self._floor_y + sum(link_y)) / self._num_parts
+            body_x = (x + self._floor_x + link_x) / self._num_parts
+            body_y = (y + self._floor_y + link_y) / self._num_parts
         else:
-            body_x = (self._floor_x + sum(link_x)) / self._num_parts
-            body_y = (self._floor_y + sum(link_y)) / self._num_parts
+            body_x = (self._floor_x + link_x) / self._num_parts
+            body_y = (self._floor_y + link_y) / self._num_parts
         dx, dy = self._target_x - body_x, self._target_y - body_y
         self._walk_target_dist = math.sqrt(dy * dy + dx * dx)
         angle_to_target = math.atan2(dy, dx) - yaw
@@ -422,46 +441,43 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         forward = cos_yaw * vx + sin_yaw * vy
         sideways = cos_yaw * vy - sin_yaw * vx
         # Per motor: position scaled to -1..+1 between the limits, speed * 0.1 (Joint.current_relative_position).
-        joints = [
-            u
-            for s, mid, span in zip(states, self._joint_mid, self._joint_span, strict=True)
-            for u in (2.0 * (s[0] - mid) / span, _JOINT_VEL_SCALE * s[1])
-        ]
-        self._joints = joints
+        # (A comprehension would cost a function object and a frame per call on Python 3.11.)
+        rel = list(map(truediv, map(_TWICE, map(sub, map(_FIRST, states), self._joint_mid)), self._joint_span))
+        speed = list(map(_SCALE_JOINT_VEL, map(_SECOND, states)))
+        self._joint_rel, self._joint_speed = rel, speed
         self._pitch = pitch
         # NaN or Inf anywhere makes this sum non-finite (a finite overflow would need values near 1e307).
-        self._state_finite = math.isfinite(x + y + z + vx + vy + vz + roll + pitch + yaw + sum(joints))
+        finite = math.isfinite(x + y + z + vx + vy + vz + roll + pitch + yaw + sum(rel) + sum(speed))
+        self._state_finite = finite
 
-        obs = np.array(
-            [
-                z - self._initial_z,
-                math.sin(angle_to_target),
-                math.cos(angle_to_target),
-                _BASE_VEL_SCALE * forward,
-                _BASE_VEL_SCALE * sideways,
-                _BASE_VEL_SCALE * vz,
-                roll,
-                pitch,
-                *joints,
-                *feet_contact,
-            ],
-            dtype=np.float32,
-        )
-        # minimum/maximum rather than np.clip (a Python-level wrapper, twice as slow here); both keep NaN.
-        np.minimum(obs, _OBS_CLIP, out=obs)
-        np.maximum(obs, -_OBS_CLIP, out=obs)
+        joints = self._joint_slots
+        joints[0::2] = rel
+        joints[1::2] = speed
+        values = [
+            z - self._initial_z,
+            math.sin(angle_to_target),
+            math.cos(angle_to_target),
+            _BASE_VEL_SCALE * forward,
+            _BASE_VEL_SCALE * sideways,
+            _BASE_VEL_SCALE * vz,
+            roll,
+            pitch,
+            *joints,
+            *feet_contact,
+        ]
+        obs = np.fromiter(values, np.float32, len(values))
+        # Clipping is a no-op when every finite float64 value is within +-5 (rounding to float32 cannot cross 5.0,
+        # which float32 represents): two Python passes over ~28 floats cost less than numpy's two ufunc calls.
+        if not (finite and min(values) >= -_OBS_CLIP and max(values) <= _OBS_CLIP):
+            # minimum/maximum rather than np.clip (a Python-level wrapper, twice as slow here); both keep NaN.
+            np.minimum(obs, _OBS_CLIP, out=obs)
+            np.maximum(obs, -_OBS_CLIP, out=obs)
         return obs
 
-    def _update_feet_contact(self) -> None:
-        """Record which feet touch the floor now; the next observation shows it (the reference's one-step lag)."""
-        self._feet_contact_shown = self._feet_contact
-        contact = [0.0] * len(self._feet_contact)
-        slot = self._foot_slot
-        for point in pybullet.getContactPoints(bodyA=self._robot, bodyB=self._ground, physicsClientId=self._client):
-            i = slot.get(point[3])  # point[3] is the robot's link index
-            if i is not None:
-                contact[i] = 1.0
-        self._feet_contact = contact
+    def _touching_feet(self) -> list[float]:
+        """Which feet touch the floor now, one 0.0 or 1.0 per foot."""
+        touching = set(map(_LINK_A, pybullet.getContactPoints(self._robot, self._ground, physicsClientId=self._client)))
+        return list(map(_AS_FLOAT, map(touching.__contains__, self._feet)))
 
     # ------------------------------------------------------------------ rendering and life cycle
     def render(self) -> np.ndarray | None:

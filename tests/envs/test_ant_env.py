@@ -75,6 +75,25 @@ def test_reset_observation_is_the_loaded_pose(ant: AntEnv) -> None:
     np.testing.assert_array_equal(obs[24:], 0.0)
 
 
+def test_observation_entries_beyond_5_are_clipped_and_the_others_kept(ant: AntEnv) -> None:
+    # The observation skips clipping when every entry is within +-5, so both paths are checked on one state, built by
+    # hand at the loaded pose (yaw 0, so the heading-frame speed is the world x speed). Worked values: forward speed
+    # 0.3 * 30 m/s = 9 -> 5; joint speeds 0.1 * 70 rad/s = 7 -> 5 and 0.1 * -70 = -7 -> -5; 0.1 * 1 rad/s = 0.1 kept.
+    ant.reset(seed=0)
+    state = ant.get_sim_state()
+    state["base_lin_vel"] = np.array([30.0, 0.0, 0.0])
+    state["joint_vel"] = np.array([70.0, -70.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    obs = ant.set_sim_state(state)
+    assert obs[3] == 5.0
+    assert (obs[9], obs[11], obs[13]) == (5.0, -5.0, np.float32(0.1))
+    # Within range everywhere: nothing clipped, the joint speed is float32(0.1 * 1 rad/s) exactly.
+    state["base_lin_vel"] = np.array([1.0, 0.0, 0.0])
+    state["joint_vel"] = np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    obs = ant.set_sim_state(state)
+    assert obs[3] == np.float32(0.3) and obs[13] == np.float32(0.1)
+    assert np.all(np.abs(obs) <= 5.0)
+
+
 @pytest.mark.filterwarnings(UNBOUNDED_BOX_WARNING)
 @pytest.mark.filterwarnings("ignore:.*Not able to test alternative render modes")  # covered through make below
 def test_check_env_unwrapped() -> None:
