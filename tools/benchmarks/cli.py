@@ -74,7 +74,8 @@ def _task_steps(quick: bool) -> str:
     header = ["task", "raw stepping", "step()", "vs raw", "step(), resets at episode ends", "vs raw"]
     note = (
         f"Env-steps/s (medians), {results[0]['steps']} steps per measurement, {results[0]['repeats']} interleaved "
-        "rounds, one process. Raw stepping: the task's `raw_step` (torques and `stepSimulation`, the task's settings). "
+        "rounds, one process. Raw stepping: the task's `raw_step` (torques and `stepSimulation`, the task's settings; "
+        "for the A1 its PD loop: at each of the 4 substeps the joint states, the PD torques and one `stepSimulation`). "
         "Raw and `step()` run the same actions from the same reset without resetting, so they step the same "
         "trajectory; the last columns reset at each episode end, as a training does."
     )

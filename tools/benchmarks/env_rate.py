@@ -91,10 +91,12 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
     """One task's ``step()`` against raw PyBullet stepping of the same robot with the same settings (one process).
 
     Raw stepping is the task's ``raw_step(action)``: torques for the action and one ``stepSimulation`` (the env's
-    substeps), nothing else. Both run the same actions from the same seeded reset and never reset in between (a
-    fallen robot goes on being stepped), so they step the very same trajectory and the ratio is the cost of the
-    observation, the reward and the checks alone. A third case is what a training sees: ``step()`` with a reset at
-    each episode end.
+    substeps), nothing else. For the A1, whose torques come from PD control at the physics rate, it is that control
+    loop: per substep one joint-state query, the PD torques and one ``stepSimulation`` (4 per policy step); the
+    observation, contacts, reward terms, commands and events are what ``step()`` adds. Both run the same actions from
+    the same seeded reset and never reset in between (a fallen robot goes on being stepped), so they step the very
+    same trajectory and the ratio is the cost of the observation, the reward and the checks alone. A third case is
+    what a training sees: ``step()`` with a reset at each episode end.
 
     Args:
         env_id: Registered gymnasium id whose unwrapped env has ``raw_step(action)``.
