@@ -367,7 +367,7 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         w = self.walker
 
         # obs[0] + initial_z rather than the torso z: the reference judges the float32 observation entry.
-        alive = self.alive_bonus(float(obs[0]) + self._initial_z, self._pitch)
+        alive = self.alive_bonus(obs.item(0) + self._initial_z, self._pitch)
         terminated = (alive < 0.0 and w.fall_ends_episode) or not self._state_finite
         potential_old = self._potential
         self._potential = -self._walk_target_dist / self._dt
