@@ -192,12 +192,12 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         lin_b, ang_b, grav_b = base_frame(orn, [lin, ang, _UP])
         forces = robot.link_contact_forces(w.client, w.robot, w.ground, w.num_links)
         threshold = cfg.rewards.contact_threshold
-        first_contact = self._update_air_time(forces[np.array(w.foot_ids) + 1] > threshold)
+        first_contact = self._update_air_time(forces[w.foot_slots] > threshold)
         s = rewards.StepState(
             lin_vel_b=lin_b, ang_vel_b=ang_b, gravity_b=grav_b, command=list(self._command.velocity), joint_pos=q,
             torques=self._torques, joint_acc=(qd - self._qd_before) / cfg.control.sim_dt, action=a,
             last_action=self._last_action, first_contact=first_contact, last_air_time=self._last_air_time.copy(),
-            thigh_forces=forces[np.array(w.thigh_ids) + 1], soft_low=self._soft_low, soft_high=self._soft_high,
+            thigh_forces=forces[w.thigh_slots], soft_low=self._soft_low, soft_high=self._soft_high,
         )  # fmt: skip
         terms = rewards.weighted_terms(s, self._terms, cfg.rewards, dt)
         reward = float(sum(terms))
@@ -209,8 +209,10 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self._command = commands.advance(self._command, dt, yaw_of(orn), cfg.commands, self.np_random)
         pushed = self._push_if_due(lin, ang)
         info = {"reward_terms": np.array(terms, dtype=np.float64)}
-        # After a push the observation shows the pushed velocity (Isaac Lab writes it into the state it observes).
-        return self._observe(None if pushed else query), reward, terminated, False, info
+        # After a push the observation shows the pushed velocity (Isaac Lab writes it into the state it observes);
+        # else it shows the state the step already read and rotated into the base frame.
+        obs = self._observe() if pushed else self._observation(lin_b, ang_b, grav_b, q - self._default_q, qd)
+        return obs, reward, terminated, False, info
 
     def _terminated(self, forces: np.ndarray, grav_b: np.ndarray) -> bool:
         t = self.cfg.terminations
@@ -242,15 +244,22 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         pybullet.resetBaseVelocity(w.robot, new_lin, list(ang), physicsClientId=w.client)
         return True
 
-    def _observe(self, query: StateQuery | None = None) -> np.ndarray:
-        """The policy observation (module docstring) of the current state."""
-        query = query if query is not None else self._world.query()
+    def _observe(self) -> np.ndarray:
+        """The policy observation (module docstring) of the current state, queried from the engine."""
+        query = self._world.query()
         self._last_query = query
         _, orn, lin, ang, states = query
         lin_b, ang_b, grav_b = base_frame(orn, [lin, ang, _UP])
         q = np.array([s[0] for s in states]) - self._default_q
         qd = np.array([s[1] for s in states])
-        obs = np.concatenate([lin_b, ang_b, grav_b, self._command.velocity, q, qd, self._last_action])
+        return self._observation(lin_b, ang_b, grav_b, q, qd)
+
+    def _observation(
+        self, lin_b: np.ndarray, ang_b: np.ndarray, grav_b: np.ndarray, q_rel: np.ndarray, qd: np.ndarray
+    ) -> np.ndarray:
+        """The policy observation from the base-frame velocities and gravity, joint positions minus the standing pose
+        and joint velocities. Shapes: (3,) each, (12,) each."""
+        obs = np.concatenate([lin_b, ang_b, grav_b, self._command.velocity, q_rel, qd, self._last_action])
         if self.cfg.obs_noise:
             obs += self.np_random.uniform(-_NOISE, _NOISE)
         return obs.astype(np.float32)

@@ -95,7 +95,7 @@ def feet_air_time(s: StepState, cfg: RewardConfig) -> float:
     """Per touch-down, (swing time - threshold); only while the commanded planar speed exceeds 0.1 m/s."""
     if math.hypot(s.command[0], s.command[1]) <= 0.1:
         return 0.0
-    return float(np.sum((s.last_air_time - cfg.feet_air_time_threshold) * s.first_contact))
+    return float(((s.last_air_time - cfg.feet_air_time_threshold) * s.first_contact).sum())
 
 
 def undesired_contacts(s: StepState, cfg: RewardConfig) -> float:
@@ -112,7 +112,7 @@ def dof_pos_limits(s: StepState, cfg: RewardConfig) -> float:
     """Sum of how far the joints are beyond their soft limits, rad."""
     below = np.clip(s.soft_low - s.joint_pos, 0.0, None)
     above = np.clip(s.joint_pos - s.soft_high, 0.0, None)
-    return float(np.sum(below + above))
+    return float((below + above).sum())
 
 
 #: Term name -> function, in :data:`~robosafe_tasks.a1.config.TERM_NAMES` order.

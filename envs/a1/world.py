@@ -59,6 +59,9 @@ class A1World:
         self.num_links = pybullet.getNumJoints(self.robot, physicsClientId=c)
         self.foot_ids = physics.find_links(c, self.robot, robot.FOOT_LINKS)
         self.thigh_ids = physics.find_links(c, self.robot, robot.THIGH_LINKS)
+        # Their slots in robot.link_contact_forces' array (link + 1: the trunk is slot 0), built once, not per step.
+        self.foot_slots = np.array(self.foot_ids) + 1
+        self.thigh_slots = np.array(self.thigh_ids) + 1
         self.trunk_mass = pybullet.getDynamicsInfo(self.robot, robot.TRUNK, physicsClientId=c)[0]
         self.links = list(range(-1, self.num_links))
         self.initial_state = pybullet.saveState(physicsClientId=c)
