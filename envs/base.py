@@ -405,7 +405,10 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         # Each query is one round trip to the engine that copies the whole body's state, so a step makes as few as
         # the reference's numbers allow: the links (with their velocities when the torso is one of them: the same
         # numbers as the torso's own computeLinkVelocity query), the motor joints, and for a floating base its pose
-        # and velocity (no link query returns the base).
+        # and velocity (no link query returns the base). Measured on the Ant (PyBullet 3.2.7): ~1.3 us per round trip
+        # plus ~0.4 us per link returned (seven new tuples each), and right after stepSimulation every query, and the
+        # Python around it, runs 1.5 to 3 times slower than in a tight loop (cold caches); the queries the reference's
+        # numbers need cost ~10% of the Ant's raw stepping time and ~18% of the Hopper's, before any Python.
         links = pybullet.getLinkStates(
             robot, self._link_ids, computeLinkVelocity=self._torso_is_link, physicsClientId=c
         )
