@@ -38,15 +38,13 @@ def test_without_the_sweeper_the_tool_says_what_to_install(capsys: pytest.Captur
     assert line.startswith("sweep: ") and "robo-safe-rl[sweep]" in line
 
 
-@pytest.mark.slow
-def test_a_two_trial_sweep_reports_the_evaluation_return(tmp_path: Path) -> None:
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
-    sweep_dir = tmp_path / "sweep"
+def sweep_tiny(*args: str) -> subprocess.CompletedProcess[str]:
+    """``tools/sweep.py --multirun`` with ``args`` over tiny trials: 2 envs x 8 steps x 2 iterations of the Ant with
+    20-step episodes, so each trial trains and is scored in seconds."""
     tiny = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2"]
-    tiny += ["+task.env_kwargs.max_episode_steps=20"]  # the run's task: 20-step episodes, scored in seconds
-    sweep = ["hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1", f"hydra.sweep.dir={sweep_dir}"]
-    done = subprocess.run(
-        [sys.executable, "tools/sweep.py", "--multirun", "+sweep=ant", *tiny, *sweep],
+    tiny += ["+task.env_kwargs.max_episode_steps=20"]
+    return subprocess.run(
+        [sys.executable, "tools/sweep.py", "--multirun", *args, *tiny],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -54,6 +52,14 @@ def test_a_two_trial_sweep_reports_the_evaluation_return(tmp_path: Path) -> None
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_a_two_trial_sweep_reports_the_evaluation_return(tmp_path: Path) -> None:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    sweep_dir = tmp_path / "sweep"
+    sweep = ["hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1", f"hydra.sweep.dir={sweep_dir}"]
+    done = sweep_tiny("+sweep=ant", *sweep)
     assert done.returncode == 0, done.stderr[-2000:]
     reported = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(f'{{"{OBJECTIVE_KEY}"')]
     assert [Path(r["run_dir"]).name for r in reported] == ["0", "1"]
@@ -67,33 +73,45 @@ def test_a_two_trial_sweep_reports_the_evaluation_return(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_trials_in_parallel_processes_and_a_failed_trial_leave_the_sweep_going(tmp_path: Path) -> None:
+def test_a_grid_sweep_runs_its_trials_in_parallel_processes(tmp_path: Path) -> None:
     # The grid sweep with Hydra's joblib launcher: each trial runs in a worker process, which registers the tasks
-    # itself. The grid is narrowed to two trials on the command line (a command-line choice() replaces the config's
-    # dimension of that key); one asks for 0 learning epochs, which training refuses (exit 2): the sweeper records it
-    # as failed (max_failure_rate: 1.0) and the sweep ends normally with the other trial as the best.
+    # itself (before that fix every trial exited 2 there). The grid is narrowed to two trials on the command line (a
+    # command-line choice() replaces the config's dimension of that key).
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     sweep_dir = tmp_path / "sweep"
-    tiny = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2"]
-    tiny += ["+task.env_kwargs.max_episode_steps=20"]
     grid = [
+        "algorithm.use_clipped_value_loss=choice(true)",
+        "actor.distribution_cfg.init_std=choice(1.0)",
+        "algorithm.num_learning_epochs=choice(1,2)",
+    ]
+    launcher = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep_dir}"]
+    done = sweep_tiny("+sweep=ant_grid", *grid, *launcher)
+    assert done.returncode == 0, done.stderr[-2000:]
+    trained = [d for d in sorted(sweep_dir.iterdir()) if d.is_dir() and RunDir(d).checkpoints()]
+    assert len(trained) == 2
+    best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text(encoding="utf-8"))
+    assert best["best_value"] == max(evaluate(d, split=SWEEP_SPLIT).mean_return for d in trained)
+
+
+@pytest.mark.slow
+def test_a_failed_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    # Three trials of Optuna's seeded TPE over 1 or 0 learning epochs propose 0, 0, 1 (optuna 2.10, seed 1). Training
+    # refuses 0 (exit 2): the trial raises TrialFailed, the sweeper records it as failed (max_failure_rate: 1.0), and
+    # the sweep ends normally with the third trial as the best. Returning NaN instead stopped the whole sweep.
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    sweep_dir = tmp_path / "sweep"
+    choices = [
         "algorithm.use_clipped_value_loss=choice(true)",
         "actor.distribution_cfg.init_std=choice(1.0)",
         "algorithm.num_learning_epochs=choice(1,0)",
     ]
-    launcher = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep_dir}"]
-    done = subprocess.run(
-        [sys.executable, "tools/sweep.py", "--multirun", "+sweep=ant_grid", *tiny, *grid, *launcher],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        check=False,
-    )
+    tpe = ["hydra/sweeper/sampler=tpe", "hydra.sweeper.sampler.seed=1", "hydra.sweeper.n_trials=3"]
+    done = sweep_tiny("+sweep=ant_grid", *tpe, "hydra.sweeper.n_jobs=1", *choices, f"hydra.sweep.dir={sweep_dir}")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "algorithm.num_learning_epochs" in done.stderr + done.stdout  # training named the refused key
+    said = done.stdout + done.stderr
+    assert said.count("Failed experiment: trial") == 2  # the sweeper's record of each refused trial
+    assert "algorithm.num_learning_epochs" in said  # and training's one line naming the refused key
     best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text(encoding="utf-8"))
     assert best["best_params"]["algorithm.num_learning_epochs"] == 1
     (trained,) = [d for d in sorted(sweep_dir.iterdir()) if d.is_dir() and RunDir(d).checkpoints()]
