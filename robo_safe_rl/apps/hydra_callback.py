@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from robo_safe_rl.apps.preflight import check_run_dir
 from robo_safe_rl.apps.resume import prepare_resume
@@ -35,6 +35,11 @@ class CheckConfigFirst(Callback):
         Hydra prints an exception raised here with a hint about stack traces on further lines; an exit does not go
         through that, and ``tools/train.py`` passes its code on.
         """
+        # Resolve run_dir in Hydra's own config first: a `${now:...}` in it is then cached there (Hydra's resolver
+        # caches per config), the copy below inherits that value, and Hydra makes hydra.run.dir (`${run_dir}`) with
+        # the same name as the folder checked here. Resolved only in the copy, it would be read again later, and a
+        # clock that crossed a second between the two left this check's folder empty beside the run's.
+        OmegaConf.select(config, "run_dir")
         task_cfg = copy.deepcopy(config)
         overrides = list(config.hydra.overrides.task)
         with read_write(task_cfg), open_dict(task_cfg):

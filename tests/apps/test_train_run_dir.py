@@ -80,3 +80,19 @@ def test_the_tool_refuses_before_hydra_writes_into_the_used_run_dir(tmp_path: Pa
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"train: invalid config value run_dir='{run_dir}': it already holds a run")
     assert _files(run_dir) == before  # Hydra's record and log of the first run untouched, no log line appended
+
+
+@pytest.mark.parametrize("fails", [True, False])
+def test_a_timestamped_run_dir_is_one_folder_whatever_the_clock_does(tmp_path: Path, fails: bool) -> None:
+    # `${now:...}` with microseconds resolves to a new name at every resolution. Before the fix, the pre-flight check
+    # of Hydra's callback resolved it in its own copy of the config and made that folder, and Hydra then resolved it
+    # again: a run whose clock crossed a second between the two (the default stamp has seconds) left an empty
+    # timestamped folder beside its own, and a rejected one left that folder behind.
+    runs = tmp_path / "runs"
+    args = [*TINY, f"run_dir={runs}/${{now:%H-%M-%S-%f}}"] + (["task.env_id=Nope-v0"] if fails else [])
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "train.py"), *args], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == (2 if fails else 0), done.stderr[-2000:]
+    made = sorted(runs.iterdir()) if runs.exists() else []
+    assert len(made) == (0 if fails else 1), made
