@@ -133,10 +133,10 @@ def test_file_truncated_while_it_is_inspected(tmp_path: Path) -> None:
         child.send_signal(signal.SIGCONT)
         _, err = child.communicate(timeout=120)
         assert child.returncode == 2, (child.returncode, err)
-        assert err == (
-            f"inspect_checkpoint: {path}: the file shrank from {size} to {size // 4} bytes while it was being read "
-            f"(at storage {err.split('(at storage ')[1].split(')')[0]}): it was truncated or rewritten during "
-            "inspection\n"
-        )
+        # Where the next read falls depends on where the process was stopped: a storage's bytes, or the header of
+        # the archive member after it. The message names whichever it was.
+        shrank = f"the file shrank from {size} to {size // 4} bytes while it was being read"
+        pattern = rf"inspect_checkpoint: {re.escape(str(path))}: {shrank} \(at .+\): it was truncated or rewritten"
+        assert re.fullmatch(pattern + r" during inspection\n", err), err
         return
     pytest.skip("the inspector read the file faster than it could be caught reading it")
