@@ -169,16 +169,9 @@ class LocomotionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     # ------------------------------------------------------------------ world
     def _build_world(self) -> None:
         """Empty the world (or make a new client if ours is gone) and load floor and robot."""
-        if physics.is_connected(self._client):
-            # resetSimulation deletes and recreates the dynamics world (broadphase included), which clears a NaN
-            # as a new client does (tested: the next episode is bitwise that of a fresh env), and costs nothing
-            # beyond reloading, where connect(DIRECT) costs 0.6 to 14 ms here depending on the allocator's state.
-            pybullet.resetSimulation(physicsClientId=self._client)
-        else:
-            physics.release_client(self._client, self._forget_client)
-            self._renderer = None  # a new client (maybe with the old id) has no renderer plugin yet
-            self._client = physics.connect_direct()
-            physics.claim_client(self._client, self._forget_client)
+        self._client, new_client = physics.empty_world(self._client, self._forget_client)
+        if new_client:
+            self._renderer = None
         c = self._client
         if self.render_mode == "rgb_array" and self._renderer is None:
             self._renderer = (c, render.attach(c))  # before the bodies: the EGL plugin only draws what loads after it

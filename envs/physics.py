@@ -127,6 +127,26 @@ def is_connected(client: int) -> bool:
     return client >= 0 and bool(pybullet.isConnected(physicsClientId=client))
 
 
+def empty_world(client: int, on_lost: Callable[[int], None]) -> tuple[int, bool]:
+    """Make ``client``'s world empty for a rebuild, or connect a new client (claimed for ``on_lost``) when it is gone.
+
+    resetSimulation deletes and recreates the dynamics world (broadphase included), which clears a NaN as a new client
+    does (tested: the next episode is bitwise that of a fresh env), and costs nothing beyond reloading, where
+    connect(DIRECT) costs 0.6 to 14 ms here depending on the allocator's state.
+
+    Returns:
+        The client to build in, and whether it is a new one (which may carry the old id: a new client has no renderer
+        plugin yet, whatever its id).
+    """
+    if is_connected(client):
+        pybullet.resetSimulation(physicsClientId=client)
+        return client, False
+    release_client(client, on_lost)
+    client = connect_direct()
+    claim_client(client, on_lost)
+    return client, True
+
+
 def configure_engine(client: int, settings: PhysicsSettings) -> None:
     """Apply the engine settings of the stadium scene to an empty world.
 

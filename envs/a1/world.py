@@ -40,13 +40,9 @@ class A1World:
 
     def build(self) -> None:
         """Empty the world (or make a new client if ours is gone) and load plane and robot."""
-        if physics.is_connected(self.client):
-            pybullet.resetSimulation(physicsClientId=self.client)
-        else:
-            physics.release_client(self.client, self._forget_client)
-            self.renderer = None  # a new client (maybe with the old id) has no renderer plugin yet
-            self.client = physics.connect_direct()
-            physics.claim_client(self.client, self._forget_client)
+        self.client, new_client = physics.empty_world(self.client, self._forget_client)
+        if new_client:
+            self.renderer = None
         c = self.client
         if self.renders and self.renderer is None:
             self.renderer = render.attach(c)
