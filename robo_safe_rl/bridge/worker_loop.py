@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import pickle
+import select
 import signal
 import traceback
 from collections.abc import Callable
@@ -153,11 +154,13 @@ class _Worker:
         self.arrays: SharedArrays | None = None
         self.lo = 0
         self.parent = os.getppid()
+        self.poller = select.poll()  # made once: Connection.poll builds a selector on every call
+        self.poller.register(conn.fileno(), select.POLLIN)
 
     def serve(self) -> None:
         """Answer messages until told to close or orphaned."""
         while True:
-            if not self.conn.poll(PARENT_CHECK_S):
+            if not self.poller.poll(PARENT_CHECK_S * 1e3):
                 if os.getppid() != self.parent:
                     return  # orphaned: the trainer is gone
                 continue

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
@@ -102,6 +103,11 @@ class WorkerHandle:
     conn: Connection
     crashes_in_a_row: int = 0
     restarts: int = 0
+    #: Waits on the pipe: made once (``Connection.poll`` builds and registers a selector on every call).
+    poller: select.poll = field(default_factory=select.poll)
+
+    def __post_init__(self) -> None:
+        self.poller.register(self.conn.fileno(), select.POLLIN)
 
     def release(self) -> None:
         """Close the trainer's end of the pipe."""
@@ -168,10 +174,10 @@ class WorkerPool:
         replies: dict[int, bytes] = {}
         dead: dict[int, Death] = {}
         for k in ks:
-            conn = self.handles[k].conn
+            handle = self.handles[k]
             try:
-                if conn.poll(max(deadline - time.monotonic(), 0.0)):
-                    replies[k] = conn.recv_bytes()
+                if handle.poller.poll(max(deadline - time.monotonic(), 0.0) * 1e3):
+                    replies[k] = handle.conn.recv_bytes()
                     continue
                 hung = True
             except (EOFError, OSError):
@@ -229,11 +235,11 @@ def split_rows(num_envs: int, workers: int) -> list[range]:
 
 
 def rank_cpus() -> tuple[list[int], bool]:
-    """The cores this rank may use, and whether they are a share to pin its workers to.
+    """The cores this rank may use, and whether they are a share of the machine's.
 
-    All of ``os.sched_getaffinity`` in a single process (not pinned: the scheduler places the workers); under torchrun
-    (``LOCAL_WORLD_SIZE`` > 1) the ``LOCAL_RANK``-th of as many equal shares (pinned, so that the ranks' workers do
-    not all compete for every core), one core at least (shared when there are more ranks than cores).
+    All of ``os.sched_getaffinity`` in a single process; under torchrun (``LOCAL_WORLD_SIZE`` > 1) the
+    ``LOCAL_RANK``-th of as many equal shares (the rank's workers stay on it, so that the ranks' workers do not all
+    compete for every core), one core at least (shared when there are more ranks than cores).
     """
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))

@@ -57,6 +57,7 @@ class WorkerEnvBatch:
             reset get at least :data:`~robo_safe_rl.bridge.worker_pool.START_TIMEOUT_S`).
         max_crashes: Crashes in a row of one worker that stop the run.
         cpus: Cores the workers run on (the rank's share under torchrun); ``None`` leaves the affinity alone.
+        pin: Pin worker ``k`` to core ``cpus[k % len(cpus)]`` alone, instead of letting it run on any of ``cpus``.
 
     Raises:
         WorkerCrashError: If a worker cannot be started ``max_crashes`` times in a row.
@@ -73,6 +74,7 @@ class WorkerEnvBatch:
         timeout_s: float = 60.0,
         max_crashes: int = 3,
         cpus: list[int] | None = None,
+        pin: bool = False,
     ) -> None:
         self.factory = factory
         self.env_indices = list(env_indices)
@@ -81,6 +83,7 @@ class WorkerEnvBatch:
         self.penalty = float(penalty)
         self.max_crashes = int(max_crashes)
         self.cpus = cpus
+        self.pin = pin
         self.counters = dict.fromkeys(WORKER_COUNTER_NAMES, 0)
         self._blocks = split_rows(self.num_envs, min(num_workers, self.num_envs))
         self.recorder: IncidentRecorder | None = None
@@ -187,7 +190,8 @@ class WorkerEnvBatch:
         part = self.caps.worker_part(k, len(self._blocks)) if self.caps is not None else None
         indices = [self.env_indices[i] for i in rows]
         level = logging.getLogger().getEffectiveLevel()
-        self._pool.launch(k, rows, (self.factory, indices, part, self.cpus, f"env worker {k}", level))
+        cpus = [self.cpus[k % len(self.cpus)]] if self.pin and self.cpus else self.cpus
+        self._pool.launch(k, rows, (self.factory, indices, part, cpus, f"env worker {k}", level))
 
     def _ready(self, reply: bytes) -> list[EnvInfo]:
         message = _unpack(reply)

@@ -192,7 +192,7 @@ def build_vec_env(
     factory = task_env_factory(cfg)
     indices = [1000 * rank + i for i in range(cfg.task.num_envs)]
     recording = cfg.safety.step.enabled and incidents_dir is not None
-    cpus, pin = rank_cpus()
+    cpus, share = rank_cpus()
     workers = resolve_num_workers(cfg.task.num_workers, cfg.task.num_envs, len(cpus))
     batch: EnvBatch
     entry = factory.spec.entry_point
@@ -213,7 +213,8 @@ def build_vec_env(
             penalty=step.penalty,
             timeout_s=cfg.task.worker_timeout_s,
             max_crashes=cfg.task.max_worker_crashes,
-            cpus=cpus if pin else None,
+            cpus=cpus if share or cfg.task.pin_workers else None,
+            pin=cfg.task.pin_workers,
         )
     else:
         recorder = IncidentRecorder.from_config(Path(incidents_dir), cfg.safety.step) if recording else None

@@ -134,6 +134,9 @@ def test_killed_worker_is_replaced_and_its_transitions_end(run_dir: Path, ant_en
     try:
         for _ in range(3):
             vec.step(torch.zeros(4, vec.num_actions))
+        cores = sorted(os.sched_getaffinity(0))
+        pinned = [{cores[k % len(cores)]} for k in range(2)]  # worker k on the k-th core (task.pin_workers)
+        assert [os.sched_getaffinity(pid) for pid in vec.batch.pids] == pinned
         victim = vec.batch.pids[1]
         os.kill(victim, signal.SIGKILL)
         actions = torch.full((4, vec.num_actions), 0.25)
@@ -144,6 +147,7 @@ def test_killed_worker_is_replaced_and_its_transitions_end(run_dir: Path, ant_en
         assert extras["log"]["Episode/length"].tolist() == [4.0, 4.0]  # their episodes were 4 steps old
         assert torch.isfinite(obs["policy"]).all() and not alive(victim)
         assert vec.batch.pids[1] != victim
+        assert [os.sched_getaffinity(pid) for pid in vec.batch.pids] == pinned  # the new worker takes its core
         counters = vec.safety_counters()
         assert counters["worker_crashes"] == 1 and counters["worker_restarts"] == 1
         records = read_incidents(run_dir / "incidents")
@@ -252,6 +256,20 @@ def test_each_torchrun_rank_gets_its_share_of_the_cores(monkeypatch: pytest.Monk
     assert rank_cpus() == ([1], True)  # more ranks than cores: they share
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     assert rank_cpus() == (list(range(8)), False)
+
+
+def test_unpinned_workers_may_run_on_every_core_of_the_rank() -> None:
+    gym.register("WorkerTest/Point-v0", entry_point="worker_helpers:PointMass", max_episode_steps=50)
+    try:
+        cfg = TrainConfig(task=TaskConfig(name="p", env_id="WorkerTest/Point-v0", num_envs=4, num_workers=2))
+        cfg.task.pin_workers = False
+        vec = build_vec_env(cfg, incidents_dir=None)
+        try:
+            assert [os.sched_getaffinity(pid) for pid in vec.batch.pids] == [os.sched_getaffinity(0)] * 2
+        finally:
+            vec.close()
+    finally:
+        del gym.registry["WorkerTest/Point-v0"]
 
 
 def test_a_task_defined_in_the_main_script_is_refused_with_workers(tmp_path: Path) -> None:
