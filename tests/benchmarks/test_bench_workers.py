@@ -19,6 +19,7 @@ def test_quick_workers_section(tmp_path: Path, capsys: pytest.CaptureFixture[str
     for row in (
         "envs in the trainer",
         "`task.num_workers=2`",
+        "`task.num_workers=2 task.pin_workers=false`",
         "gymnasium AsyncVectorEnv",
         "free raw PyBullet stepping",
     ):

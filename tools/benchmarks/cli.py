@@ -220,6 +220,7 @@ def section_workers(quick: bool) -> str:
 
     rows = [row("envs in the trainer (`task.num_workers=0`)", "in_process", 1)]
     rows += [row(f"`task.num_workers={w}`", f"workers_{w}", w) for w in counts]
+    rows.append(row("`task.num_workers=2 task.pin_workers=false`", "workers_2_unpinned", 2))
     rows.append(row(f"gymnasium AsyncVectorEnv ({r['num_envs']} processes)", "async_vector_env", None))
     for w in counts:
         rows.append(row(f"free `env.step()` (SafeStep), {w} process(es), no sync", f"free_env_{w}", None))
