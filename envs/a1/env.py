@@ -170,8 +170,10 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
 
         Returns:
             Observation (48,), reward (sum of the active weighted terms), terminated (trunk contact, bad orientation
-            or a non-finite state), truncated (always False: the registration's time limit truncates), and
-            ``info["reward_terms"]``: the weighted terms, float64, shape (len(reward_terms),).
+            or a non-finite state), truncated (always False: the registration's time limit truncates),
+            ``info["reward_terms"]``: the weighted terms, float64, shape (len(reward_terms),), and ``info["metrics"]``:
+            ``error_vel_xy`` (m/s, the norm of commanded minus actual planar base velocity, base frame) and
+            ``error_vel_yaw`` (rad/s), of the step's command.
 
         Raises:
             ValueError: If the action does not have shape (12,).
@@ -208,7 +210,14 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self._last_action = a
         self._command = commands.advance(self._command, dt, yaw_of(orn), cfg.commands, self.np_random)
         pushed = self._push_if_due(lin, ang)
-        info = {"reward_terms": np.array(terms, dtype=np.float64)}
+        # Isaac Lab's UniformVelocityCommand metrics of the step's command (tools/evaluate.py reports their episode
+        # means): how far the planar base velocity and the yaw rate are from what was commanded.
+        cmd = s.command
+        metrics = {
+            "error_vel_xy": math.hypot(cmd[0] - lin_b[0], cmd[1] - lin_b[1]),
+            "error_vel_yaw": abs(cmd[2] - ang_b[2]),
+        }
+        info = {"reward_terms": np.array(terms, dtype=np.float64), "metrics": metrics}
         # After a push the observation shows the pushed velocity (Isaac Lab writes it into the state it observes);
         # else it shows the state the step already read and rotated into the base frame.
         obs = self._observe() if pushed else self._observation(lin_b, ang_b, grav_b, q - self._default_q, qd)

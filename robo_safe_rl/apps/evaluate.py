@@ -20,7 +20,9 @@ The protocol (:func:`evaluate`):
   together, so the ranges cannot overlap; the validation range starts ``2**30`` seeds above the test range, more than
   the most episodes an evaluation plays;
 - the result: mean, standard deviation (of the population of episodes, ``ddof=0``), min and max of the episode
-  return and length.
+  return and length, and of each metric the task reports per step in ``info["metrics"]`` (a mapping of name to
+  number, averaged over each episode's steps: the A1's ``error_vel_xy``, the tracking error of its commanded planar
+  velocity in m/s, as Isaac Lab logs it).
 
 Exit codes: 0 done, 1 the policy emitted a non-finite action (stopped there), 2 unusable input (one line on stderr).
 """
@@ -99,6 +101,7 @@ class Evaluation:
         lengths: Each episode's length in env steps.
         nonfinite_action_at: The first env step at which the policy emitted a non-finite action (the evaluation
             stopped there; the episodes are then unfinished), or ``None``.
+        metrics: Per metric of the task's ``info["metrics"]``, each episode's mean over its steps.
     """
 
     checkpoint: str
@@ -108,6 +111,7 @@ class Evaluation:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     nonfinite_action_at: int | None = None
+    metrics: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def return_stats(self) -> dict[str, float]:
@@ -125,8 +129,9 @@ class Evaluation:
         return self.return_stats["mean"]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: every field and the two summaries (``return``, ``length``)."""
-        return {**asdict(self), "return": self.return_stats, "length": self.length_stats}
+        """JSON-ready: every field and the summaries (``return``, ``length``, ``metric``: one per metric)."""
+        metric = {name: _stats(values) for name, values in self.metrics.items()}
+        return {**asdict(self), "return": self.return_stats, "length": self.length_stats, "metric": metric}
 
 
 def _run_task(checkpoint: Path) -> tuple[str, dict[str, Any]]:
@@ -188,9 +193,13 @@ def _play(policy: LoadedPolicy, envs: list[SafeStep], seeds: list[int], result: 
     """Step every env to the end of its episode with the policy's mean action; fill ``result``."""
     obs = np.stack([env.reset(seed=seed)[0] for env, seed in zip(envs, seeds, strict=True)]).astype(np.float32)
     limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
+    sums: dict[str, np.ndarray] = {}
     with progress_bar(f"evaluate: {len(envs)} episodes", limit, enabled=progress) as bar:
-        returns, lengths, result.nonfinite_action_at = step_episodes(policy, envs, obs, lambda *_: bar.advance())
+        returns, lengths, result.nonfinite_action_at = step_episodes(
+            policy, envs, obs, lambda *_: bar.advance(), metric_sums=sums
+        )
     result.returns, result.lengths = returns.tolist(), lengths.tolist()
+    result.metrics = {name: (total / np.maximum(lengths, 1)).tolist() for name, total in sums.items()}
 
 
 def step_episodes(
@@ -198,6 +207,7 @@ def step_episodes(
     envs: list[SafeStep],
     obs: np.ndarray,
     after_step: Callable[[bool, np.ndarray, np.ndarray], None] | None = None,
+    metric_sums: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int | None]:
     """Step every env to the end of its episode with the policy's mean action, all envs together (play and evaluate).
 
@@ -207,6 +217,8 @@ def step_episodes(
         obs: Their observations after the reset, shape (len(envs), obs_dim); updated in place.
         after_step: Called after each joint step with whether env 0 stepped in it, the running flags and the
             episode lengths so far.
+        metric_sums: When given, each step's ``info["metrics"]`` values are added into it, per name one array of
+            shape (len(envs),).
 
     Returns:
         The returns, the lengths, and the step at which the policy emitted a non-finite action for a running env
@@ -221,7 +233,10 @@ def step_episodes(
             return returns, lengths, int(lengths.max())
         first_stepped = bool(running[0])
         for i in np.flatnonzero(running):
-            obs[i], reward, terminated, truncated, _ = envs[i].step(actions[i])
+            obs[i], reward, terminated, truncated, info = envs[i].step(actions[i])
+            if metric_sums is not None:
+                for name, value in info.get("metrics", {}).items():
+                    metric_sums.setdefault(name, np.zeros(n))[i] += value
             returns[i] += reward
             lengths[i] += 1
             running[i] = not (terminated or truncated)
@@ -258,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{result.checkpoint} on {result.task}: {len(result.returns)} episodes, deterministic policy")
         print(f"return: mean {r['mean']:.1f}, std {r['std']:.1f}, min {r['min']:.1f}, max {r['max']:.1f}")
         print(f"length: mean {n['mean']:.0f}, std {n['std']:.0f}, min {n['min']:.0f}, max {n['max']:.0f} steps")
+        for name, m in result.to_dict()["metric"].items():
+            print(f"{name} (episode means): mean {m['mean']:.3f}, std {m['std']:.3f}, min {m['min']:.3f}, "
+                  f"max {m['max']:.3f}")  # fmt: skip
         if result.nonfinite_action_at is not None:
             print(f"the policy emitted a non-finite action at step {result.nonfinite_action_at}: stopped there")
     return 1 if result.nonfinite_action_at is not None else 0

@@ -77,9 +77,26 @@ def test_evaluates_full_episodes_deterministically(run_dir: Path, capsys: pytest
     assert doc["return"]["min"] == min(doc["returns"]) and doc["return"]["max"] == max(doc["returns"])
     assert doc["return"]["mean"] == pytest.approx(sum(doc["returns"]) / 2)
     assert doc["nonfinite_action_at"] is None
+    assert doc["metrics"] == {} and doc["metric"] == {}  # the Ant reports no metrics
     # The mean action and fixed seeds: the same numbers again, bit for bit.
     again = evaluate(run_dir / "model_1.pt", episodes=2)
     assert again.returns == doc["returns"] and again.lengths == doc["lengths"]
+
+
+def test_the_task_metrics_are_averaged_per_episode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "a1"
+    args = ["task=a1_flat", "task.num_envs=2", "task.num_workers=0", "runner.num_steps_per_env=8"]
+    args += ["runner.max_iterations=1", f"run_dir={run}", "+task.env_kwargs.max_episode_steps=30"]
+    assert train_main(args) == 0
+    capsys.readouterr()
+    assert evaluate_main([str(run), "--episodes", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(doc["metrics"]) == ["error_vel_xy", "error_vel_yaw"]
+    errors = doc["metrics"]["error_vel_xy"]
+    assert len(errors) == 2 and all(e > 0.0 for e in errors)  # a barely trained A1 does not follow its commands
+    assert doc["metric"]["error_vel_xy"]["mean"] == pytest.approx(sum(errors) / 2)
+    assert evaluate_main([str(run), "--episodes", "1"]) == 0
+    assert "error_vel_xy (episode means): mean " in capsys.readouterr().out
 
 
 def test_text_output_names_the_statistics(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

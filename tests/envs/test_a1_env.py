@@ -56,6 +56,23 @@ def test_spaces_and_the_observation_of_the_standing_pose(a1: A1FlatEnv) -> None:
     assert reward == pytest.approx(float(info["reward_terms"].sum()), abs=1e-12)
 
 
+def test_metrics_are_the_tracking_errors_of_the_step_command() -> None:
+    # A command that holds for the whole test, as a fixed yaw-rate command (no heading controller): the observation
+    # shows the step's command beside the base-frame velocities the errors compare it with.
+    env = quiet_a1(commands={"heading_command": False, "resampling_time_s": [100.0, 100.0], "rel_standing_envs": 0.0})
+    try:
+        env.reset(seed=3)
+        rng = np.random.default_rng(0)
+        for _ in range(20):
+            obs, _, _, _, info = env.step(rng.normal(0.0, 1.0, 12).astype(np.float32))
+            v, w, c = obs[0:3].astype(np.float64), obs[3:6].astype(np.float64), obs[9:12].astype(np.float64)
+            assert info["metrics"]["error_vel_xy"] == pytest.approx(math.hypot(c[0] - v[0], c[1] - v[1]), abs=1e-6)
+            assert info["metrics"]["error_vel_yaw"] == pytest.approx(abs(c[2] - w[2]), abs=1e-6)
+        assert info["metrics"]["error_vel_xy"] > 0.0  # random actions do not follow the command
+    finally:
+        env.close()
+
+
 @pytest.mark.filterwarnings(UNBOUNDED_BOX_WARNING)
 def test_check_env_with_every_randomisation_on() -> None:
     env = A1FlatEnv()
