@@ -75,3 +75,18 @@ def test_the_learning_section_reports_each_task_and_the_workers_run_repeats_seed
     # evaluation is the same to the printed digit.
     assert rows[WORKERS_ROW] == rows[("ant", "1")]
     assert "- ant: " in doc.read_text(encoding="utf-8") and "rl-zoo's PPO at 2M steps: 2,925" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # the A1 section at quick sizes: two tiny A1 trainings, every checkpoint evaluated
+def test_the_a1_section_evaluates_every_checkpoint_of_each_seed(tmp_path: Path) -> None:
+    doc = tmp_path / "BENCH.md"
+    assert bench_main(["--quick", "--only", "a1", "--write", str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.endswith("| completed |")]
+    assert [row.split("|")[1].strip() for row in rows] == ["1", "2"]
+    # 3 iterations of 4 envs x 8 steps, saved after iterations 1, 2 and 3 (model_0, model_1, model_2): a curve row
+    # per checkpoint at its env steps, an error per seed.
+    curve = [line for line in text.splitlines() if line.startswith(("| 32 |", "| 64 |", "| 96 |"))]
+    assert len(curve) == 3 and all(len(line.strip("|").split("|")) == 3 for line in curve)
+    assert "Final error_vel_xy over seeds: " in text and "(target <= 0.2)" in text
+    assert (REPO / "logs" / "bench_a1_quick" / "tracking_a1_flat.png").read_bytes()[:4] == b"\x89PNG"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -385,6 +386,81 @@ def section_learning(quick: bool) -> str:
     return _table(header, rows) + "\n\n" + note + "\n\n" + "\n".join(figures)
 
 
+#: Issue 14's A1 target: the commanded planar velocity tracked to this mean error (m/s) over the command range.
+A1_TARGET_ERROR = 0.2
+#: Training budget of the A1 tracking figure: 651 x 64 envs x 24 steps = 999,936 env steps per run.
+A1_ITERATIONS = 651
+
+
+def _errors(stats: dict | None) -> str:
+    """``mean +- std [min, max]`` of an error's statistics over episodes, in m/s or rad/s."""
+    if stats is None:
+        return "n/a"
+    return f"{stats['mean']:.3f} +- {stats['std']:.3f} [{stats['min']:.3f}, {stats['max']:.3f}]"
+
+
+def section_a1(quick: bool) -> str:
+    """The A1's velocity tracking (task=a1_flat with its agent values): 3 seeds, two at a time, every saved
+    checkpoint by the evaluation protocol; the tracking error's curve against env steps, the final policies' errors."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmarks.learning import LEARNING_OVERRIDES, bench_learning, plot_tracking, tracking_curve
+
+    repo = Path(__file__).resolve().parents[2]
+    iterations = 3 if quick else A1_ITERATIONS
+    overrides = ["task=a1_flat", f"runner.max_iterations={iterations}"]
+    overrides.append(f"runner.save_interval={max(iterations // 8, 1)}")
+    if quick:
+        overrides += ["task.num_envs=4", "runner.num_steps_per_env=8", "+task.env_kwargs.max_episode_steps=50"]
+    seeds: tuple[int, ...] = (1, 2) if quick else (1, 2, 3)
+    episodes = 2 if quick else 16
+    out = repo / "logs" / ("bench_a1_quick" if quick else "bench_a1")
+    r = bench_learning(repo, out, overrides, seeds=seeds, eval_episodes=episodes, jobs=2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        curves = list(pool.map(lambda run: tracking_curve(repo, run, episodes), r["runs"]))
+    figure = (out if quick else repo / "docs") / "tracking_a1_flat.png"
+    plot_tracking(curves, figure, f"task=a1_flat, {len(seeds)} seeds, test seeds", A1_TARGET_ERROR)
+    header = ["seed", "env steps", "wall s", "error_vel_xy (m/s)", "error_vel_yaw (rad/s)", "return", "length",
+              "status"]  # fmt: skip
+    rows = []
+    for run in r["runs"]:
+        metric, length = run.final.get("metric", {}), run.final.get("length")
+        rows.append(
+            [
+                str(run.seed),
+                f"{run.env_steps:,}",
+                f"{run.wall_s:,.0f}",
+                _errors(metric.get("error_vel_xy")),
+                _errors(metric.get("error_vel_yaw")),
+                _spread(run.final.get("return")),
+                "n/a" if length is None else f"{length['mean']:,.0f}",
+                run.status,
+            ]
+        )
+    finals = [run.final["metric"]["error_vel_xy"]["mean"] for run in r["runs"] if run.final]
+    over = {"mean": statistics.fmean(finals), "std": statistics.pstdev(finals), "min": min(finals), "max": max(finals)}
+    curve_rows = [
+        [f"{points[0].env_steps:,}" if points else "", *[f"{p.error_vel_xy['mean']:.3f}" for p in points]]
+        for points in zip(*curves, strict=False)
+    ]
+    note = (
+        f"Final error_vel_xy over seeds: {_errors(over)} m/s (target <= {A1_TARGET_ERROR:g}). Every run: `python "
+        f"tools/train.py {' '.join([*LEARNING_OVERRIDES, *overrides])} seed=S`, two at a time, one core each; every "
+        f"saved checkpoint by `python tools/evaluate.py CHECKPOINT` ({episodes} full episodes of 20 s, deterministic, "
+        "test seeds, commands drawn over the task's whole range, randomisation and pushes on as in training). Errors: "
+        "per episode the mean over its steps (Isaac Lab's metrics), then mean +- std [min, max] over episodes."
+    )
+    curve_table = _table(["env steps", *[f"seed {s}" for s in seeds]], curve_rows)
+    return (
+        _table(header, rows)
+        + "\n\nerror_vel_xy of each saved checkpoint (m/s, mean over episodes):\n\n"
+        + curve_table
+        + "\n\n"
+        + note
+        + f"\n\n![A1 tracking error]({figure.relative_to(repo)})"
+    )
+
+
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "env": section_env,
     "safestep": section_safestep,
@@ -394,6 +470,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "workers": section_workers,
     "learning": section_learning,
     "schedule": section_schedule,
+    "a1": section_a1,
 }
 #: Sections run when --only is not given (presets and learning take hours: ask for them by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")

@@ -42,7 +42,8 @@ class LearningRun:
     env_steps: int
     wall_s: float
     status: str
-    final: dict[str, Any] = field(default_factory=dict)  # the evaluation's return and length statistics
+    final: dict[str, Any] = field(default_factory=dict)  # the evaluation's return, length and metric statistics
+    steps_per_iteration: float = 0.0
 
 
 def iterations_for(env_steps: int, num_envs: int, steps_per_env: int) -> int:
@@ -58,7 +59,36 @@ def evaluate_checkpoint(repo: Path, checkpoint: str, episodes: int, split: str) 
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {done.returncode}: {done.stderr.strip()[-500:]}")
     doc = json.loads(done.stdout)
-    return {"return": doc["return"], "length": doc["length"]}
+    return {"return": doc["return"], "length": doc["length"], "metric": doc["metric"]}
+
+
+@dataclass
+class TrackingPoint:
+    """One checkpoint of a run, by the evaluation protocol: its env steps and its tracking errors' statistics."""
+
+    iteration: int
+    env_steps: int
+    error_vel_xy: dict[str, float]
+    error_vel_yaw: dict[str, float]
+
+
+def tracking_curve(repo: Path, run: LearningRun, episodes: int, split: str = "test") -> list[TrackingPoint]:
+    """Evaluate every checkpoint ``run`` saved (``model_<iteration>.pt``, in order) and read the task's tracking
+    errors (the A1's ``error_vel_xy`` and ``error_vel_yaw``, episode means)."""
+    checkpoints = sorted(Path(run.run_dir).glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    points = []
+    for checkpoint in checkpoints:
+        iteration = int(checkpoint.stem.split("_")[1])
+        metric = evaluate_checkpoint(repo, str(checkpoint), episodes, split)["metric"]
+        points.append(
+            TrackingPoint(
+                iteration,
+                int((iteration + 1) * run.steps_per_iteration),
+                metric["error_vel_xy"],
+                metric["error_vel_yaw"],
+            )
+        )
+    return points
 
 
 def bench_learning(
@@ -84,6 +114,7 @@ def bench_learning(
         run = LearningRun(
             seed, str(run_dir), curve(run_dir, summary), summary["env_steps"], summary["wall_s"], summary["status"]
         )
+        run.steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
         if summary.get("final_checkpoint"):
             run.final = evaluate_checkpoint(repo, summary["final_checkpoint"], eval_episodes, split)
         return run
@@ -138,6 +169,35 @@ def plot_learning(result: dict[str, Any], path: Path, title: str, reference: flo
     axes[0].set_ylabel("training episode return (episodes ended per iteration)")
     axes[0].legend(loc="lower right")
     fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_tracking(curves: list[list[TrackingPoint]], path: Path, title: str, target: float) -> None:
+    """Mean and min-max band over seeds of the evaluated planar tracking error against env steps (PNG), with the
+    target as a horizontal line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), dpi=110)
+    curves = [c for c in curves if c]
+    if curves:
+        steps = np.array([p.env_steps for p in curves[0]], dtype=float)
+        ys = np.stack([[p.error_vel_xy["mean"] for p in c[: len(steps)]] for c in curves])
+        (line,) = ax.plot(steps, ys.mean(axis=0), marker="o", label=f"mean of {len(curves)} seeds")
+        ax.fill_between(steps, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.2, label="min-max")
+    ax.axhline(target, color="gray", linestyle="--", label=f"target ({target:g} m/s)")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("planar velocity tracking error (m/s), deterministic")
+    ax.set_ylim(bottom=0.0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right")
+    ax.set_title(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
