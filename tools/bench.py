@@ -1,6 +1,8 @@
 """Measure the figures of BENCHMARKS.md side by side in one run.
 
-python tools/bench.py [--only env,safestep,guard,checkpoint,workers] [--quick] [--write BENCHMARKS.md]
+python tools/bench.py [--only SECTION,...] [--quick] [--write BENCHMARKS.md]
+
+Sections: env, safestep, guard, checkpoint (the default set), presets, workers, learning, schedule, a1.
 """
 
 from __future__ import annotations

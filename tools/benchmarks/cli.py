@@ -388,6 +388,9 @@ def section_learning(quick: bool) -> str:
 
 #: Issue 14's A1 target: the commanded planar velocity tracked to this mean error (m/s) over the command range.
 A1_TARGET_ERROR = 0.2
+#: Envs of the A1 tracking figure's runs (Isaac Lab: 4096); with 24 steps each (configs/agent/a1_flat.yaml), 1,536
+#: transitions per update.
+A1_ENVS = 64
 #: Training budget of the A1 tracking figure: 651 x 64 envs x 24 steps = 999,936 env steps per run.
 A1_ITERATIONS = 651
 
@@ -408,7 +411,7 @@ def section_a1(quick: bool) -> str:
 
     repo = Path(__file__).resolve().parents[2]
     iterations = 3 if quick else A1_ITERATIONS
-    overrides = ["task=a1_flat", f"runner.max_iterations={iterations}"]
+    overrides = ["task=a1_flat", f"task.num_envs={A1_ENVS}", f"runner.max_iterations={iterations}"]
     overrides.append(f"runner.save_interval={max(iterations // 8, 1)}")
     if quick:
         overrides += ["task.num_envs=4", "runner.num_steps_per_env=8", "+task.env_kwargs.max_episode_steps=50"]
