@@ -23,7 +23,13 @@ from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.incidents import load_incident_arrays, read_incidents
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
 from robo_safe_rl.bridge.worker_loop import Caps
-from robo_safe_rl.bridge.worker_pool import WorkerTraceback, rank_cpus, resolve_num_workers, split_rows
+from robo_safe_rl.bridge.worker_pool import (
+    WorkerTraceback,
+    current_cpu,
+    rank_cpus,
+    resolve_num_workers,
+    split_rows,
+)
 from robo_safe_rl.bridge.workers import WorkerEnvBatch
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 from robo_safe_rl.config.schema import SafetyConfig, TaskConfig, TrainConfig
@@ -256,6 +262,25 @@ def test_each_torchrun_rank_gets_its_share_of_the_cores(monkeypatch: pytest.Monk
     assert rank_cpus() == ([1], True)  # more ranks than cores: they share
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     assert rank_cpus() == (list(range(8)), False)
+
+
+def test_a_step_wakes_the_worker_on_the_trainers_core_last() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    gym.register("WorkerTest/Point-v0", entry_point="worker_helpers:PointMass", max_episode_steps=50)
+    batch = WorkerEnvBatch(TaskEnvFactory(gym.spec("WorkerTest/Point-v0")), [0, 1, 2], 3, cpus=cores, pin=True)
+    try:
+        batch.reset(seed=0)
+        for here in cores:
+            os.sched_setaffinity(0, {here})
+            assert current_cpu() == here
+            # Worker k runs on cores[k % len(cores)]: those on this core go last, the others keep their order.
+            on_here = [k for k in range(3) if cores[k % len(cores)] == here]
+            assert batch.wake_order() == [k for k in range(3) if k not in on_here] + on_here
+            batch.step(np.zeros((3, 2), np.float32))
+    finally:
+        os.sched_setaffinity(0, cores)
+        batch.close()
+        del gym.registry["WorkerTest/Point-v0"]
 
 
 def test_unpinned_workers_may_run_on_every_core_of_the_rank() -> None:
