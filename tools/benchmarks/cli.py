@@ -449,9 +449,10 @@ def section_a1(quick: bool) -> str:
     note = (
         f"Final error_vel_xy over seeds: {_errors(over)} m/s (target <= {A1_TARGET_ERROR:g}). Every run: `python "
         f"tools/train.py {' '.join([*LEARNING_OVERRIDES, *overrides])} seed=S`, two at a time, one core each; every "
-        f"saved checkpoint by `python tools/evaluate.py CHECKPOINT` ({episodes} full episodes of 20 s, deterministic, "
-        "test seeds, commands drawn over the task's whole range, randomisation and pushes on as in training). Errors: "
-        "per episode the mean over its steps (Isaac Lab's metrics), then mean +- std [min, max] over episodes."
+        f"saved checkpoint by `python tools/evaluate.py CHECKPOINT` ({episodes} full episodes, up to 20 s each, "
+        "deterministic, test seeds, commands drawn over the task's whole range, randomisation and pushes on as in "
+        "training). Errors: per episode the mean over its steps (Isaac Lab's metrics), then mean +- std [min, max] "
+        "over episodes."
     )
     curve_table = _table(["env steps", *[f"seed {s}" for s in seeds]], curve_rows)
     return (
