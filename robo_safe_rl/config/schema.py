@@ -45,8 +45,8 @@ class TaskConfig:
     builds its envs, may take 120 s or this, whichever is longer). In [1, 86400]."""
     pin_workers: bool = True
     """Pin worker ``k`` to the ``k``-th core of the rank's (round-robin when there are more workers than cores).
-    Measured on 2 cores (BENCHMARKS.md, env workers; medians of 3 runs): 2 pinned workers stepped the Ant at 1.67x
-    the envs in the trainer, 2 the scheduler places at 1.64x (it often wakes a worker on the trainer's own core, and
+    Measured on 2 cores (BENCHMARKS.md, env workers; medians of 3 runs): 2 pinned workers stepped the Ant at 1.69x
+    the envs in the trainer, 2 the scheduler places at 1.59x (it often wakes a worker on the trainer's own core, and
     the two take turns). ``false`` lets the scheduler place them within the rank's cores (a machine shared with other
     jobs that are pinned themselves)."""
     max_worker_crashes: int = 3
