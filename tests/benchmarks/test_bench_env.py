@@ -6,7 +6,8 @@ import pytest
 
 import robosafe_tasks
 from benchmarks.cli import main
-from benchmarks.env_rate import bench_task_step
+from benchmarks.env_rate import bench_a1_terms, bench_task_step
+from robosafe_tasks.a1.config import TERM_NAMES
 
 
 def test_task_step_bench_measures_both_cases_on_the_same_robot() -> None:
@@ -16,9 +17,19 @@ def test_task_step_bench_measures_both_cases_on_the_same_robot() -> None:
     assert r["ratio"] == pytest.approx(r["rates"]["env_step"] / r["rates"]["raw"])
 
 
+def test_a1_terms_bench_times_every_term_and_the_terms_together() -> None:
+    r = bench_a1_terms(steps=20, repeats=1, calls=50)
+    assert list(r["per_term_us"]) == list(TERM_NAMES) and all(us > 0 for us in r["per_term_us"].values())
+    assert r["step_us"] == pytest.approx(1e6 / r["rates"]["all_terms"])
+    assert r["terms_us"] == pytest.approx(r["step_us"] - 1e6 / r["rates"]["no_terms"])
+
+
 @pytest.mark.slow  # the whole env section, quick sizes: tens of seconds
 def test_env_section_has_a_row_per_task(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--quick", "--only", "env"]) == 0
     out = capsys.readouterr().out
     for task_id in robosafe_tasks.TASKS:
         assert f"| `{task_id}` |" in out
+    for term in TERM_NAMES:
+        assert f"| `{term}` |" in out
+    assert "| every term, in the step (all weights 0 vs the defaults) |" in out

@@ -50,7 +50,26 @@ def section_env(quick: bool) -> str:
     ]
     header = ["layer", "env-steps/s (median)", "vs raw, one world", "vs raw, 16 worlds"]
     note = f"{r['steps']} env steps per measurement, {r['repeats']} interleaved rounds, one process."
-    return _table(header, rows) + "\n\n" + note + "\n\n" + _task_steps(quick)
+    return _table(header, rows) + "\n\n" + note + "\n\n" + _task_steps(quick) + "\n\n" + _a1_terms(quick)
+
+
+def _a1_terms(quick: bool) -> str:
+    """The A1's reward terms: each one's cost as a share of its step (issue: report any above 5%)."""
+    from benchmarks.env_rate import bench_a1_terms
+
+    r = bench_a1_terms(steps=300 if quick else 3000, repeats=3 if quick else 7, calls=2_000 if quick else 20_000)
+    step_us = r["step_us"]
+    rows = [[f"`{name}`", f"{us:.2f}", f"{us / step_us:.1%}"] for name, us in r["per_term_us"].items()]
+    rows.append(["every term, in the step (all weights 0 vs the defaults)", f"{r['terms_us']:.1f}",
+                 f"{r['terms_us'] / step_us:.1%}"])  # fmt: skip
+    above = [name for name, us in r["per_term_us"].items() if us / step_us > 0.05]
+    note = (
+        f"`RoboSafe/A1Flat-v0`'s `step()`: {step_us:.0f} us ({r['rates']['all_terms']:,.0f} env-steps/s, median of "
+        f"{r['repeats']} interleaved rounds of {r['steps']} steps against the same task with every weight 0: "
+        f"{r['rates']['no_terms']:,.0f}). Each term alone: its function on one step's state, best of {r['repeats']}. "
+        + (f"Above 5% of the step: {', '.join(above)}." if above else "No term costs more than 5% of the step.")
+    )
+    return _table(["A1 reward term", "us per step", "share of step()"], rows) + "\n\n" + note
 
 
 def _task_steps(quick: bool) -> str:

@@ -9,6 +9,7 @@ touches another world's memory), so the adapter's fair reference is the round-ro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -140,4 +141,65 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
         "rates": rates,
         "ratio": rates["env_step"] / rates["raw"],
         "ratio_resets": rates["env_step_resets"] / rates["raw"],
+    }
+
+
+def bench_a1_terms(steps: int = 2000, repeats: int = 5, calls: int = 20_000) -> dict[str, Any]:
+    """What the A1's reward terms cost, against its whole ``step()``.
+
+    Two measurements: ``step()`` with every term at its default weight against ``step()`` with every weight 0 (a
+    term of weight 0 is never computed), the same actions from the same reset, interleaved: the terms' cost together,
+    in the step's own context (caches, allocations); and each term function alone, timed over ``calls`` calls (best of
+    ``repeats``) on a state of the step's shapes and typical magnitudes (12 joints, 4 feet, a command above the
+    air-time term's 0.1 m/s, a foot touching down: every branch runs), as a share of the default ``step()``.
+
+    Returns:
+        ``rates`` (env-steps/s: ``all_terms``, ``no_terms``), ``step_us`` (the default step), ``terms_us`` (the
+        difference per step) and ``per_term_us`` (term name -> microseconds per call).
+    """
+    import timeit
+
+    from robosafe_tasks.a1 import A1FlatEnv, rewards
+    from robosafe_tasks.a1.config import TERM_NAMES, RewardConfig
+
+    actions = np.random.default_rng(0).uniform(-1.0, 1.0, size=(steps, 12)).astype(np.float32)
+    default, silent = A1FlatEnv(), A1FlatEnv(rewards=dict.fromkeys(TERM_NAMES, 0.0))
+    if silent.reward_terms:
+        raise RuntimeError(f"weights of 0 left terms computed: {silent.reward_terms}")
+
+    def stepping(env: A1FlatEnv) -> Callable[[], int]:
+        def run() -> int:
+            env.reset(seed=1)
+            for a in actions:
+                env.step(a)
+            return steps
+
+        return run
+
+    try:
+        rates = interleaved_rates({"all_terms": stepping(default), "no_terms": stepping(silent)}, repeats)
+    finally:
+        default.close()
+        silent.close()
+    cfg = RewardConfig()
+    state = rewards.StepState(
+        lin_vel_b=np.array([0.4, -0.1, 0.05]), ang_vel_b=np.array([0.1, -0.2, 0.3]),
+        gravity_b=np.array([0.05, 0.02, -0.99]), command=[0.5, 0.2, -0.3], joint_pos=np.full(12, 0.1),
+        torques=np.full(12, 3.0), joint_acc=np.full(12, 500.0), action=np.full(12, 0.2), last_action=np.full(12, 0.1),
+        first_contact=np.array([True, False, False, True]), last_air_time=np.array([0.3, 0.2, 0.4, 0.1]),
+        thigh_forces=np.zeros(4), soft_low=np.full(12, -1.0), soft_high=np.full(12, 1.0),
+    )  # fmt: skip
+    per_term = {}
+    for name in TERM_NAMES:
+        function = rewards.TERMS[name]
+        best = min(timeit.repeat(lambda f=function: f(state, cfg), number=calls, repeat=repeats))
+        per_term[name] = best / calls * 1e6
+    step_us = 1e6 / rates["all_terms"]
+    return {
+        "steps": steps,
+        "repeats": repeats,
+        "rates": rates,
+        "step_us": step_us,
+        "terms_us": step_us - 1e6 / rates["no_terms"],
+        "per_term_us": per_term,
     }
