@@ -56,20 +56,25 @@ def section_env(quick: bool) -> str:
 def _a1_terms(quick: bool) -> str:
     """The A1's reward terms: each one's cost as a share of its step (issue: report any above 5%)."""
     from benchmarks.env_rate import bench_a1_terms
+    from robosafe_tasks.a1.config import RewardConfig
 
     r = bench_a1_terms(steps=300 if quick else 3000, repeats=3 if quick else 7, calls=2_000 if quick else 20_000)
-    step_us = r["step_us"]
-    rows = [[f"`{name}`", f"{us:.2f}", f"{us / step_us:.1%}"] for name, us in r["per_term_us"].items()]
-    rows.append(["every term, in the step (all weights 0 vs the defaults)", f"{r['terms_us']:.1f}",
+    step_us, weights = r["step_us"], RewardConfig().weights()
+    rows = [
+        [f"`{name}`", f"{weights[name]:g}", f"{us:.2f}", f"{us / step_us:.1%}"] for name, us in r["per_term_us"].items()
+    ]
+    rows.append(["every term, in the step (all weights 0 vs the defaults)", "", f"{r['terms_us']:.1f}",
                  f"{r['terms_us'] / step_us:.1%}"])  # fmt: skip
     above = [name for name, us in r["per_term_us"].items() if us / step_us > 0.05]
     note = (
         f"`RoboSafe/A1Flat-v0`'s `step()`: {step_us:.0f} us ({r['rates']['all_terms']:,.0f} env-steps/s, median of "
         f"{r['repeats']} interleaved rounds of {r['steps']} steps against the same task with every weight 0: "
-        f"{r['rates']['no_terms']:,.0f}). Each term alone: its function on one step's state, best of {r['repeats']}. "
+        f"{r['rates']['no_terms']:,.0f}). Each term alone: its function on one step's state, best of {r['repeats']} "
+        "(a term of default weight 0 is not computed in the step). "
         + (f"Above 5% of the step: {', '.join(above)}." if above else "No term costs more than 5% of the step.")
     )
-    return _table(["A1 reward term", "us per step", "share of step()"], rows) + "\n\n" + note
+    header = ["A1 reward term", "default weight", "us per step", "share of step()"]
+    return _table(header, rows) + "\n\n" + note
 
 
 def _task_steps(quick: bool) -> str:
