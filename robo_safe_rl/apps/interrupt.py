@@ -2,8 +2,9 @@
 
 SIGTERM is what a batch scheduler (Slurm, Kubernetes), ``docker stop`` and ``timeout`` send before they kill; by
 default Python dies of it at once, without a summary (exit 143). Inside :func:`stop_on_signals` the first SIGTERM or
-SIGINT raises :class:`RunInterrupted` in the main thread instead, so the training's ``finally`` writes the summary
-(status ``stopped``) and the process exits ``128 + signal`` (143, 130), what a shell reports for a signal death.
+SIGINT raises :class:`RunInterrupted` in the main thread instead, so the training saves its last good snapshot as a
+checkpoint (:meth:`~robo_safe_rl.training.runner.SafeRunner.save_last_snapshot`), writes the summary (status
+``stopped``) and exits ``128 + signal`` (143, 130), what a shell reports for a signal death.
 
 A second signal gets the previous behaviour back: a second Ctrl-C raises ``KeyboardInterrupt`` in the clean-up and a
 second SIGTERM kills at once, for a run whose clean-up hangs. A signal the process was started with ignored (``nohup``,

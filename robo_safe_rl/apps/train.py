@@ -218,6 +218,14 @@ def train(
         runner.learn(num_learning_iterations=cfg.runner.max_iterations)
     except BaseException as err:
         error = err
+        if isinstance(err, RunInterrupted) and learning and runner is not None and rank == 0:
+            try:
+                saved = runner.save_last_snapshot()
+            except (RoboSafeRLError, OSError) as save_err:  # the stop stays the outcome; say what was not kept
+                log.warning("stopped: the last good snapshot could not be saved: %s", save_err)
+            else:
+                if saved is not None:
+                    log.info("stopped: the last good snapshot is saved as %s", saved)
         raise
     finally:
         display.close()  # a live view stops drawing before the summary or an error is printed

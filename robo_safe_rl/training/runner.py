@@ -333,6 +333,29 @@ class SafeRunner(OnPolicyRunner):
 
     # ------------------------------------------------------------------ checkpoints
 
+    def save_last_snapshot(self) -> str | None:
+        """After a stop (a signal), keep what was learned since the last checkpoint: write the last good snapshot, at
+        most ``safety.recovery.snapshot_interval`` iterations old, as the checkpoint of its iteration.
+
+        Not the live state: a signal may land mid-update (weights half stepped) or mid-rollout (the observation
+        normaliser already fed part of the next rollout); the snapshot is the state at the end of its iteration, so a
+        resume from it continues as the run would have. Nothing is written where that file exists (a save iteration,
+        the checkpoint a resumed run started from) or when no iteration completed. Rank 0 only (it has the writer).
+
+        Returns:
+            The checkpoint written, or ``None``.
+        """
+        snapshot = self.recovery.snapshot
+        if snapshot is None or snapshot.iteration < 0 or self.logger.writer is None or self.files is None:
+            return None
+        path = self.files.checkpoint(snapshot.iteration)
+        if path.exists():
+            return None
+        snapshot.restore(self.alg, lr_factor=1.0)
+        self.current_learning_iteration = snapshot.iteration
+        self.save(str(path))
+        return str(path)
+
     def save(self, path: str, infos: dict | None = None) -> None:
         """Write rsl-rl's checkpoint format to ``path`` atomically, unless it holds a non-finite tensor."""
         saved = self.alg.save()

@@ -251,7 +251,13 @@ def test_a_signal_stops_the_run_with_a_summary(sig: signal.Signals, code: int, t
     assert one_line_error(stderr) == f"train: stopped by {sig.name}; summary.json in {run_dir} (status stopped)"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "stopped" and summary["error"] == f"RunInterrupted: stopped by {sig.name}"
-    assert summary["iterations"] >= 1 and summary["last_clean_checkpoint"] == str(run_dir / "model_0.pt")
+    # What was learned since model_0.pt is kept: the last good snapshot (after iterations 9, 19, 29, ... and at every
+    # save iteration, 0, 50, ...) is written as its iteration's checkpoint: at most 10 iterations are lost.
+    last = max(int(p.stem.split("_")[1]) for p in run_dir.glob("model_*.pt"))
+    assert last % 10 == 9 or last % 50 == 0
+    assert summary["iterations"] >= 1 and summary["iterations"] - 1 - last <= 10
+    assert summary["final_checkpoint"] == summary["last_clean_checkpoint"] == str(run_dir / f"model_{last}.pt")
+    assert torch.load(run_dir / f"model_{last}.pt", weights_only=True)["iter"] == last
 
 
 # ------------------------------------------------------------------------------------------ broken envs
