@@ -267,7 +267,7 @@ def worker_main(
     relay = LogRelay(name)
     logging.getLogger().addHandler(relay)
     logging.getLogger().setLevel(log_level)
-    if cpus:
+    if cpus and hasattr(os, "sched_setaffinity"):  # Linux
         os.sched_setaffinity(0, cpus)
     recorder = PartRecorder(part) if part is not None else None
     envs: list[gym.Env] = []

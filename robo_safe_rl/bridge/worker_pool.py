@@ -106,9 +106,10 @@ class WorkerHandle:
     crashes_in_a_row: int = 0
     restarts: int = 0
     #: Waits on the pipe: made once (``Connection.poll`` builds and registers a selector on every call).
-    poller: select.poll = field(default_factory=select.poll)
+    poller: select.poll = field(init=False)
 
     def __post_init__(self) -> None:
+        self.poller = select.poll()
         self.poller.register(self.conn.fileno(), select.POLLIN)
 
     def release(self) -> None:
@@ -228,7 +229,11 @@ class WorkerPool:
 def _find_sched_getcpu() -> Callable[[], int] | None:
     try:
         function = ctypes.CDLL(None).sched_getcpu
-    except (OSError, AttributeError):  # no C library of that kind (not glibc or musl on Linux)
+    except (
+        OSError,
+        AttributeError,
+        TypeError,
+    ):  # no such C library (glibc and musl have it; Windows has no CDLL(None))
         return None
     function.argtypes, function.restype = [], ctypes.c_int
     return function

@@ -203,6 +203,10 @@ def build_vec_env(
             "script (workers do not run it); register the task from an importable module, or set task.num_workers=0"
         )
     if workers:
+        # One worker per core, pinned, only when the workers take every core of the rank (its share under torchrun):
+        # with fewer, every run started on the machine would pin its workers to the same first cores.
+        can_pin = hasattr(os, "sched_setaffinity")  # Linux
+        pin = cfg.task.pin_workers and can_pin and workers >= len(cpus)
         step = cfg.safety.step
         caps = Caps(Path(incidents_dir), step.max_incidents, int(step.max_incident_mb * 2**20)) if recording else None
         batch = WorkerEnvBatch(
@@ -213,8 +217,8 @@ def build_vec_env(
             penalty=step.penalty,
             timeout_s=cfg.task.worker_timeout_s,
             max_crashes=cfg.task.max_worker_crashes,
-            cpus=cpus if share or cfg.task.pin_workers else None,
-            pin=cfg.task.pin_workers,
+            cpus=cpus if can_pin and (share or pin) else None,
+            pin=pin,
         )
     else:
         recorder = IncidentRecorder.from_config(Path(incidents_dir), cfg.safety.step) if recording else None

@@ -141,7 +141,8 @@ def test_killed_worker_is_replaced_and_its_transitions_end(run_dir: Path, ant_en
         for _ in range(3):
             vec.step(torch.zeros(4, vec.num_actions))
         cores = sorted(os.sched_getaffinity(0))
-        pinned = [{cores[k % len(cores)]} for k in range(2)]  # worker k on the k-th core (task.pin_workers)
+        # Worker k on the k-th core (task.pin_workers) when the 2 workers take every core; else left to the scheduler.
+        pinned = [{cores[k % len(cores)]} for k in range(2)] if len(cores) <= 2 else [set(cores)] * 2
         assert [os.sched_getaffinity(pid) for pid in vec.batch.pids] == pinned
         victim = vec.batch.pids[1]
         os.kill(victim, signal.SIGKILL)
@@ -283,16 +284,20 @@ def test_a_step_wakes_the_worker_on_the_trainers_core_last() -> None:
         del gym.registry["WorkerTest/Point-v0"]
 
 
-def test_unpinned_workers_may_run_on_every_core_of_the_rank() -> None:
+def test_workers_are_pinned_only_when_they_take_every_core() -> None:
     gym.register("WorkerTest/Point-v0", entry_point="worker_helpers:PointMass", max_episode_steps=50)
+    cores = sorted(os.sched_getaffinity(0))
     try:
-        cfg = TrainConfig(task=TaskConfig(name="p", env_id="WorkerTest/Point-v0", num_envs=4, num_workers=2))
-        cfg.task.pin_workers = False
-        vec = build_vec_env(cfg, incidents_dir=None)
-        try:
-            assert [os.sched_getaffinity(pid) for pid in vec.batch.pids] == [os.sched_getaffinity(0)] * 2
-        finally:
-            vec.close()
+        for workers, pin, pinned in ((len(cores), False, False), (len(cores), True, True), (1, True, len(cores) == 1)):
+            task = TaskConfig(name="p", env_id="WorkerTest/Point-v0", num_envs=len(cores) + 1, num_workers=workers)
+            cfg = TrainConfig(task=task)
+            cfg.task.pin_workers = pin
+            vec = build_vec_env(cfg, incidents_dir=None)
+            try:
+                expected = [{cores[k]} if pinned else set(cores) for k in range(workers)]
+                assert [os.sched_getaffinity(pid) for pid in vec.batch.pids] == expected, (workers, pin)
+            finally:
+                vec.close()
     finally:
         del gym.registry["WorkerTest/Point-v0"]
 
