@@ -221,8 +221,8 @@ def train(
         if isinstance(err, RunInterrupted) and learning and runner is not None and rank == 0:
             try:
                 saved = runner.save_last_snapshot()
-            except (RoboSafeRLError, OSError) as save_err:  # the stop stays the outcome; say what was not kept
-                log.warning("stopped: the last good snapshot could not be saved: %s", save_err)
+            except Exception:  # the stop stays the outcome (exit 130/143); say what was not kept, and why
+                log.warning("stopped: the last good snapshot could not be saved", exc_info=True)
             else:
                 if saved is not None:
                     log.info("stopped: the last good snapshot is saved as %s", saved)

@@ -109,6 +109,8 @@ class SafeRunner(OnPolicyRunner):
         self._env_totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
         self.last_clean_checkpoint: str | None = None
         self.final_checkpoint: str | None = None
+        #: The iteration of the newest checkpoint this runner wrote (-1: none yet).
+        self.saved_iteration = -1
         #: The iteration the next ``learn`` starts at (after a resume: the loaded iteration + 1).
         self.next_iteration = 0
         self.logger = SafeLogger(
@@ -339,22 +341,23 @@ class SafeRunner(OnPolicyRunner):
 
         Not the live state: a signal may land mid-update (weights half stepped) or mid-rollout (the observation
         normaliser already fed part of the next rollout); the snapshot is the state at the end of its iteration, so a
-        resume from it continues as the run would have. Nothing is written where that file exists (a save iteration,
-        the checkpoint a resumed run started from) or when no iteration completed. Rank 0 only (it has the writer).
+        resume from it continues as the run would have. Nothing is written when no iteration completed, when this
+        runner already saved that iteration or a later one (a save iteration, the final save), or where the file
+        exists (the checkpoint a resumed run started from). Rank 0 only (it has the writer).
 
         Returns:
-            The checkpoint written, or ``None``.
+            The checkpoint written, or ``None`` (nothing to write, or the snapshot refused as non-finite).
         """
         snapshot = self.recovery.snapshot
         if snapshot is None or snapshot.iteration < 0 or self.logger.writer is None or self.files is None:
             return None
         path = self.files.checkpoint(snapshot.iteration)
-        if path.exists():
+        if snapshot.iteration <= self.saved_iteration or path.exists():
             return None
         snapshot.restore(self.alg, lr_factor=1.0)
         self.current_learning_iteration = snapshot.iteration
         self.save(str(path))
-        return str(path)
+        return str(path) if self.final_checkpoint == str(path) else None
 
     def save(self, path: str, infos: dict | None = None) -> None:
         """Write rsl-rl's checkpoint format to ``path`` atomically, unless it holds a non-finite tensor."""
@@ -373,6 +376,7 @@ class SafeRunner(OnPolicyRunner):
         if not bad:
             self.last_clean_checkpoint = path
             self.final_checkpoint = path
+            self.saved_iteration = max(self.saved_iteration, self.current_learning_iteration)
             self.logger.save_model(path, self.current_learning_iteration)
         else:
             self.counters["checkpoints_refused"] += 1

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.interrupt import RunInterrupted
 from robo_safe_rl.apps.train import compose, main, to_train_config
 from robo_safe_rl.errors import RecoveryError
 from robo_safe_rl.rundir import EVENTS_FILE, RunDir
@@ -214,3 +215,38 @@ def test_a_non_finite_checkpoint_is_refused_and_the_previous_stays_newest(tmp_pa
     (event,) = [e for e in read_events(run_dir) if e["kind"] == "checkpoint_refused"]
     assert event["layers"] == ["critic_state_dict/mlp.0.bias"]
     runner.env.close()
+
+
+def test_a_stop_saves_the_last_good_snapshot_not_the_live_weights(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    # Snapshots after iterations 0 (a save iteration), 1 and 3 (every 2 good ones); checkpoints only at 0 and the end.
+    runner = make_runner(run_dir, "runner.save_interval=100", "safety.recovery.snapshot_interval=2")
+
+    def stop_after_iteration_2(it: int, policy: object) -> None:
+        if it == 2:
+            raise RunInterrupted(signal.SIGTERM)
+
+    runner.on_iteration = stop_after_iteration_2
+    try:
+        with pytest.raises(RunInterrupted):
+            runner.learn(num_learning_iterations=10)
+        snapshot = runner.recovery.snapshot
+        assert snapshot is not None and snapshot.iteration == 1
+        expected = {k: v.clone() for k, v in snapshot.actor.items()}
+        with torch.no_grad():  # the live weights, as a signal in the middle of an update could leave them
+            for p in runner.alg.actor.parameters():
+                p.fill_(123.0)
+        assert runner.save_last_snapshot() == str(run_dir / "model_1.pt")
+        saved = torch.load(run_dir / "model_1.pt", weights_only=True)
+        assert saved["iter"] == 1
+        actor = saved["actor_state_dict"]
+        assert actor.keys() == expected.keys() and all(torch.equal(actor[k], expected[k]) for k in expected)
+        assert runner.final_checkpoint == runner.last_clean_checkpoint == str(run_dir / "model_1.pt")
+        assert runner.save_last_snapshot() is None  # saved already: nothing written twice
+        # A resume from it continues at iteration 2, as the run would have.
+        resumed = make_runner(tmp_path / "again")
+        resumed.load(str(run_dir / "model_1.pt"))
+        assert resumed.next_iteration == 2
+        resumed.env.close()
+    finally:
+        runner.env.close()
