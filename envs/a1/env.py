@@ -210,8 +210,9 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self._last_action = a
         self._command = commands.advance(self._command, dt, yaw_of(orn), cfg.commands, self.np_random)
         pushed = self._push_if_due(lin, ang)
-        # Isaac Lab's UniformVelocityCommand metrics of the step's command (tools/evaluate.py reports their episode
-        # means): how far the planar base velocity and the yaw rate are from what was commanded.
+        # The terms of Isaac Lab's UniformVelocityCommand metrics, for the step's command: how far the planar base
+        # velocity and the yaw rate are from what was commanded (tools/evaluate.py reports their means over an
+        # episode; Isaac Lab logs their episode sums divided by the steps of one command period).
         cmd = s.command
         metrics = {
             "error_vel_xy": math.hypot(cmd[0] - lin_b[0], cmd[1] - lin_b[1]),

@@ -21,8 +21,10 @@ The protocol (:func:`evaluate`):
   the most episodes an evaluation plays;
 - the result: mean, standard deviation (of the population of episodes, ``ddof=0``), min and max of the episode
   return and length, and of each metric the task reports per step in ``info["metrics"]`` (a mapping of name to
-  number, averaged over each episode's steps: the A1's ``error_vel_xy``, the tracking error of its commanded planar
-  velocity in m/s, as Isaac Lab logs it).
+  number, averaged over the episode's steps that report it: the A1's ``error_vel_xy``, the distance of its planar
+  base velocity from the commanded one in m/s. Isaac Lab logs the episode's sum of that term divided by the steps of
+  one command period, 500 for the A1: twice this mean for a full 20 s episode, and near 0 for one that ends at
+  once).
 
 Exit codes: 0 done, 1 the policy emitted a non-finite action (stopped there), 2 unusable input (one line on stderr).
 """
@@ -194,12 +196,13 @@ def _play(policy: LoadedPolicy, envs: list[SafeStep], seeds: list[int], result: 
     obs = np.stack([env.reset(seed=seed)[0] for env, seed in zip(envs, seeds, strict=True)]).astype(np.float32)
     limit = envs[0].spec.max_episode_steps if envs[0].spec is not None else None
     sums: dict[str, np.ndarray] = {}
+    counts: dict[str, np.ndarray] = {}
     with progress_bar(f"evaluate: {len(envs)} episodes", limit, enabled=progress) as bar:
         returns, lengths, result.nonfinite_action_at = step_episodes(
-            policy, envs, obs, lambda *_: bar.advance(), metric_sums=sums
+            policy, envs, obs, lambda *_: bar.advance(), metric_sums=sums, metric_counts=counts
         )
     result.returns, result.lengths = returns.tolist(), lengths.tolist()
-    result.metrics = {name: (total / np.maximum(lengths, 1)).tolist() for name, total in sums.items()}
+    result.metrics = {name: (total / np.maximum(counts[name], 1)).tolist() for name, total in sums.items()}
 
 
 def step_episodes(
@@ -208,6 +211,7 @@ def step_episodes(
     obs: np.ndarray,
     after_step: Callable[[bool, np.ndarray, np.ndarray], None] | None = None,
     metric_sums: dict[str, np.ndarray] | None = None,
+    metric_counts: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int | None]:
     """Step every env to the end of its episode with the policy's mean action, all envs together (play and evaluate).
 
@@ -219,6 +223,8 @@ def step_episodes(
             episode lengths so far.
         metric_sums: When given, each step's ``info["metrics"]`` values are added into it, per name one array of
             shape (len(envs),).
+        metric_counts: When given (with ``metric_sums``), the steps that reported each metric, per env: a step that
+            SafeStep ended (a physics error, a blow-up) reports none and is not averaged in.
 
     Returns:
         The returns, the lengths, and the step at which the policy emitted a non-finite action for a running env
@@ -237,6 +243,8 @@ def step_episodes(
             if metric_sums is not None:
                 for name, value in info.get("metrics", {}).items():
                     metric_sums.setdefault(name, np.zeros(n))[i] += value
+                    if metric_counts is not None:
+                        metric_counts.setdefault(name, np.zeros(n, dtype=np.int64))[i] += 1
             returns[i] += reward
             lengths[i] += 1
             running[i] = not (terminated or truncated)
