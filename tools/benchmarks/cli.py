@@ -464,19 +464,27 @@ def section_a1(quick: bool) -> str:
                 run.status,
             ]
         )
-    finals = [run.final["metric"]["error_vel_xy"]["mean"] for run in r["runs"] if run.final]
-    over = {"mean": statistics.fmean(finals), "std": statistics.pstdev(finals), "min": min(finals), "max": max(finals)}
-    curve_rows = [
-        [f"{points[0].env_steps:,}" if points else "", *[f"{p.error_vel_xy['mean']:.3f}" for p in points]]
-        for points in zip(*curves, strict=False)
-    ]
+    finals = [run.final["metric"]["error_vel_xy"]["mean"] for run in r["runs"] if run.final.get("metric")]
+    over = (
+        {"mean": statistics.fmean(finals), "std": statistics.pstdev(finals), "min": min(finals), "max": max(finals)}
+        if finals
+        else None
+    )
+    # One row per saved iteration, one column per seed (a seed that did not save that iteration leaves its cell empty).
+    by_seed = [{p.iteration: p for p in points} for points in curves]
+    curve_rows = []
+    for it in sorted({it for seen in by_seed for it in seen}):
+        steps = next(seen[it].env_steps for seen in by_seed if it in seen)
+        curve_rows.append(
+            [f"{steps:,}", *[f"{seen[it].error_vel_xy['mean']:.3f}" if it in seen else "" for seen in by_seed]]
+        )
     note = (
         f"Final error_vel_xy over seeds: {_errors(over)} m/s (target <= {A1_TARGET_ERROR:g}). Every run: `python "
         f"tools/train.py {' '.join([*LEARNING_OVERRIDES, *overrides])} seed=S`, two at a time, one core each; every "
         f"saved checkpoint by `python tools/evaluate.py CHECKPOINT` ({episodes} full episodes, up to 20 s each, "
         "deterministic, test seeds, commands drawn over the task's whole range, randomisation and pushes on as in "
-        "training). Errors: per episode the mean over its steps (Isaac Lab's metrics), then mean +- std [min, max] "
-        "over episodes."
+        "training). Errors: per episode the mean over its steps of Isaac Lab's error terms, then mean +- std "
+        "[min, max] over episodes."
     )
     curve_table = _table(["env steps", *[f"seed {s}" for s in seeds]], curve_rows)
     return (

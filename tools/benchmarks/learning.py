@@ -185,11 +185,12 @@ def plot_tracking(curves: list[list[TrackingPoint]], path: Path, title: str, tar
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2), dpi=110)
-    curves = [c for c in curves if c]
-    if curves:
-        steps = np.array([p.env_steps for p in curves[0]], dtype=float)
-        ys = np.stack([[p.error_vel_xy["mean"] for p in c[: len(steps)]] for c in curves])
-        (line,) = ax.plot(steps, ys.mean(axis=0), marker="o", label=f"mean of {len(curves)} seeds")
+    by_seed = [{p.iteration: p for p in c} for c in curves if c]
+    common = sorted(set.intersection(*(set(seen) for seen in by_seed))) if by_seed else []
+    if common:  # the iterations every seed saved
+        steps = np.array([by_seed[0][it].env_steps for it in common], dtype=float)
+        ys = np.array([[seen[it].error_vel_xy["mean"] for it in common] for seen in by_seed])
+        (line,) = ax.plot(steps, ys.mean(axis=0), marker="o", label=f"mean of {len(by_seed)} seeds")
         ax.fill_between(steps, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.2, label="min-max")
     ax.axhline(target, color="gray", linestyle="--", label=f"target ({target:g} m/s)")
     ax.set_xlabel("env steps")
