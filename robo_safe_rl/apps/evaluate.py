@@ -103,7 +103,7 @@ class Evaluation:
         lengths: Each episode's length in env steps.
         nonfinite_action_at: The first env step at which the policy emitted a non-finite action (the evaluation
             stopped there; the episodes are then unfinished), or ``None``.
-        metrics: Per metric of the task's ``info["metrics"]``, each episode's mean over its steps.
+        metrics: Per metric of the task's ``info["metrics"]``, each episode's mean over its steps that report it.
     """
 
     checkpoint: str
