@@ -68,7 +68,8 @@ def _a1_terms(quick: bool) -> str:
     above = [name for name, us in r["per_term_us"].items() if us / step_us > 0.05]
     note = (
         f"`RoboSafe/A1Flat-v0`'s `step()`: {step_us:.0f} us ({r['rates']['all_terms']:,.0f} env-steps/s, median of "
-        f"{r['repeats']} interleaved rounds of {r['steps']} steps against the same task with every weight 0: "
+        f"{r['repeats']} interleaved rounds of {r['steps']} steps, a reset at each episode end, against the same task "
+        "with every weight 0: "
         f"{r['rates']['no_terms']:,.0f}). Each term alone: its function on one step's state, best of {r['repeats']} "
         "(a term of default weight 0 is not computed in the step). "
         + (f"Above 5% of the step: {', '.join(above)}." if above else "No term costs more than 5% of the step.")
