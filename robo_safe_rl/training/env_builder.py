@@ -25,7 +25,7 @@ from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.incidents import IncidentRecorder
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
 from robo_safe_rl.bridge.worker_loop import Caps
-from robo_safe_rl.bridge.worker_pool import rank_cpus, resolve_num_workers
+from robo_safe_rl.bridge.worker_pool import pin_one_per_core, rank_cpus, resolve_num_workers
 from robo_safe_rl.bridge.workers import WorkerEnvBatch
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
@@ -203,10 +203,7 @@ def build_vec_env(
             "script (workers do not run it); register the task from an importable module, or set task.num_workers=0"
         )
     if workers:
-        # One worker per core, pinned, only when the workers take every core of the rank (its share under torchrun):
-        # with fewer, every run started on the machine would pin its workers to the same first cores.
-        can_pin = hasattr(os, "sched_setaffinity")  # Linux
-        pin = cfg.task.pin_workers and can_pin and workers >= len(cpus)
+        pin = pin_one_per_core(cfg.task.pin_workers, workers, len(cpus))
         step = cfg.safety.step
         caps = Caps(Path(incidents_dir), step.max_incidents, int(step.max_incident_mb * 2**20)) if recording else None
         batch = WorkerEnvBatch(
@@ -217,7 +214,7 @@ def build_vec_env(
             penalty=step.penalty,
             timeout_s=cfg.task.worker_timeout_s,
             max_crashes=cfg.task.max_worker_crashes,
-            cpus=cpus if can_pin and (share or pin) else None,
+            cpus=cpus if pin or share else None,  # a worker sets its affinity where the system can (Linux)
             pin=pin,
         )
     else:

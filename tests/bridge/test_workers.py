@@ -26,6 +26,7 @@ from robo_safe_rl.bridge.worker_loop import Caps
 from robo_safe_rl.bridge.worker_pool import (
     WorkerTraceback,
     current_cpu,
+    pin_one_per_core,
     rank_cpus,
     resolve_num_workers,
     split_rows,
@@ -247,6 +248,9 @@ def test_worker_counts() -> None:
     assert resolve_num_workers(0, num_envs=16, cores=8) == 0
     assert resolve_num_workers(4, num_envs=3, cores=1) == 3
     assert split_rows(5, 2) == [range(0, 3), range(3, 5)]
+    assert pin_one_per_core(True, workers=2, cores=2) and pin_one_per_core(True, workers=3, cores=2)
+    assert not pin_one_per_core(True, workers=2, cores=16)  # other runs' workers would land on the same cores
+    assert not pin_one_per_core(False, workers=2, cores=2)
     # Worked example: 1000 records over a trainer part and 2 worker parts: 334 + 333 + 333.
     caps = Caps(Path("incidents"), 1000, 3 * 2**20)
     assert [caps.part(p, 3)[0] for p in range(3)] == [334, 333, 333]

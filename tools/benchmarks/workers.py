@@ -4,9 +4,9 @@ Env-steps/s of ``num_envs`` Ant envs, each built as training builds it (SafeStep
 same pre-drawn actions in [-1, 1]:
 
 - ``in_process``: the vector adapter over the envs in this process (``task.num_workers=0``);
-- ``workers_<W>``: the adapter over :class:`~robo_safe_rl.bridge.workers.WorkerEnvBatch` with W workers, worker k
-  pinned to the k-th core as training pins them (``task.pin_workers``); ``workers_<W>_unpinned``: the same left to the
-  scheduler (``task.pin_workers=false``), for W = 2;
+- ``workers_<W>``: the adapter over :class:`~robo_safe_rl.bridge.workers.WorkerEnvBatch` with W workers, placed as
+  training places them (worker k pinned to the k-th core when the W workers take every core, ``task.pin_workers``);
+  ``workers_2_unpinned``: 2 workers left to the scheduler (``task.pin_workers=false``);
 - ``async_vector_env``: ``gymnasium.vector.AsyncVectorEnv`` over the same envs (one process per env, its defaults);
 - ``free_env_<P>``: P processes stepping ``num_envs / P`` of the same envs each, round-robin, with no
   synchronisation at all: the ceiling of any design that steps these envs in P processes;
@@ -37,7 +37,7 @@ from benchmarks.timing import interleaved_rates
 from robo_safe_rl.bridge.env_batch import LocalEnvBatch
 from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
-from robo_safe_rl.bridge.worker_pool import rank_cpus
+from robo_safe_rl.bridge.worker_pool import pin_one_per_core, rank_cpus
 from robo_safe_rl.bridge.workers import WorkerEnvBatch
 from robo_safe_rl.config.safe_step import SafeStepConfig
 
@@ -131,8 +131,9 @@ def bench_env_rates(
     try:
         cases["in_process"] = adapter_case(GymVecEnv(LocalEnvBatch([factory(i) for i in range(num_envs)]), seed=0))
         cpus = rank_cpus()[0]
-        for w in workers:
-            batch = WorkerEnvBatch(factory, list(range(num_envs)), w, cpus=cpus, pin=True)
+        for w in workers:  # placed as training places them
+            pin = pin_one_per_core(True, w, len(cpus))
+            batch = WorkerEnvBatch(factory, list(range(num_envs)), w, cpus=cpus if pin else None, pin=pin)
             cases[f"workers_{w}"] = adapter_case(GymVecEnv(batch, seed=0))
         if 2 in workers:
             batch = WorkerEnvBatch(factory, list(range(num_envs)), 2)
