@@ -48,9 +48,9 @@ class TaskConfig:
     the workers take every core of the rank (one per core at least, the default count); with fewer workers than cores
     they are left to the scheduler, so that several runs on one machine do not all pin theirs to its first cores.
     Linux only (elsewhere the workers are never pinned). Measured on 2 cores (BENCHMARKS.md, env workers; medians of
-    3 runs): 2 pinned workers stepped the Ant at 1.69x the envs in the trainer, 2 the scheduler places at 1.59x (it
-    often wakes a worker on the trainer's own core, and the two take turns). ``false`` lets the scheduler place them
-    within the rank's cores (a machine shared with other jobs that are pinned themselves)."""
+    two sets of 3 runs): 2 pinned workers stepped the Ant at 1.69-1.73x the envs in the trainer, 2 the scheduler
+    places at 1.59-1.68x (it often wakes a worker on the trainer's own core, and the two take turns). ``false`` lets
+    the scheduler place them within the rank's cores (a machine shared with other jobs that are pinned themselves)."""
     max_worker_crashes: int = 3
     """Crashes in a row of one worker (no step completed in between) that stop the run with exit 1; a single crash
     is survived: the worker is started again and its envs' transitions end as terminated. In [1, 1000]."""
