@@ -27,7 +27,7 @@ PRESET_GROUP = "algo"
 #: The config group of the tasks' tuned values (``agent/<task>.yaml``), which the presets change.
 AGENT_GROUP = "agent"
 #: The nodes and keys the banner's preset line compares.
-PRESET_SCOPE = ("algorithm", "actor", "critic", "runner.reward_clip")
+PRESET_SCOPE = ("algorithm", "actor", "critic", "runner.reward_clip", "runner.normalize_rewards")
 #: The exit codes of ``tools/train.py`` and what they mean (README, ``robo_safe_rl.apps.train``).
 EXIT_MEANINGS = {
     0: "completed",

@@ -30,8 +30,16 @@ log = logging.getLogger(__name__)
 #: ``resume=latest``: the newest run of this experiment.
 LATEST = "latest"
 #: The settings a resumed run takes from the saved run: the task, the algorithm and the models, and the runner keys
-#: that are part of the algorithm (the rollout length, the reward clip of ``ppo_safe``).
-ADOPTED = ("task.", "algorithm.", "actor.", "critic.", "runner.num_steps_per_env", "runner.reward_clip")
+#: that are part of the algorithm (the rollout length, the reward clip of ``ppo_safe``, the reward scaling).
+ADOPTED = (
+    "task.",
+    "algorithm.",
+    "actor.",
+    "critic.",
+    "runner.num_steps_per_env",
+    "runner.reward_clip",
+    "runner.normalize_rewards",
+)
 #: The settings a resumed run cannot change: they shape the networks (or what their weights mean), or the task.
 FROZEN = frozenset(
     {
@@ -44,6 +52,7 @@ FROZEN = frozenset(
         "critic.hidden_dims",
         "critic.activation",
         "critic.obs_normalization",
+        "runner.normalize_rewards",  # the critic's weights predict returns on the scale it sets
     }
 )
 

@@ -8,7 +8,7 @@ there and ``runner.save_interval`` is ``cfg["save_interval"]``. The one function
 :func:`robo_safe_rl.training.rsl_cfg.build_rsl_rl_cfg`, only adds class names and the safety settings.
 
 Keys that are this project's own additions, not rsl-rl's, say so in their documentation: ``runner.reward_clip``,
-``actor.obs_clip`` / ``critic.obs_clip``. Defaults are rsl-rl's and Isaac Lab's locomotion defaults.
+``runner.normalize_rewards``, ``actor.obs_clip`` / ``critic.obs_clip``. Defaults are rsl-rl's and Isaac Lab's locomotion defaults.
 """
 
 from __future__ import annotations
@@ -73,6 +73,10 @@ class RunnerConfig:
     reward_clip: float | None = None
     """Addition (not rsl-rl's): clamp each step's reward to ``[-reward_clip, reward_clip]`` in the runner before PPO
     sees it (episode returns in the logs stay unclipped); ``None`` leaves rewards alone."""
+    normalize_rewards: bool = False
+    """Addition (not rsl-rl's): PPO sees each reward divided by the running std of the discounted return, clipped to
+    +-10 (Stable-Baselines3's ``VecNormalize(norm_reward=True)``, rl-baselines3-zoo's ``normalize: true``;
+    :mod:`robo_safe_rl.training.reward_scale`), after ``reward_clip``. Logged returns stay the env's."""
 
     def __post_init__(self) -> None:
         int_in("runner.num_steps_per_env", self.num_steps_per_env, 1)

@@ -41,8 +41,12 @@ from robo_safe_rl.training.display import Display
 from robo_safe_rl.training.logger import SafeLogger
 from robo_safe_rl.training.policy_faults import PolicyFaults
 from robo_safe_rl.training.recovery import Recovery, nonfinite_layers, save_checkpoint_if_finite
+from robo_safe_rl.training.reward_scale import ReturnScaler
 
 log = logging.getLogger(__name__)
+
+#: The checkpoint entry of ``runner.normalize_rewards``' statistics (absent when it is off).
+REWARD_SCALER_KEY = "reward_scaler_state_dict"
 
 
 class RunFiles(Protocol):
@@ -107,6 +111,11 @@ class SafeRunner(OnPolicyRunner):
             "rollout_steps_discarded": 0,
         }
         self._env_totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
+        #: ``runner.normalize_rewards``: what PPO's rewards are divided by (saved in checkpoints); ``None`` when off.
+        self.reward_scaler: ReturnScaler | None = None
+        if self.cfg.get("normalize_rewards"):
+            gamma = float(self.cfg["algorithm"].get("gamma", 0.99))
+            self.reward_scaler = ReturnScaler(self.env.num_envs, gamma, device=self.device)
         self.last_clean_checkpoint: str | None = None
         self.final_checkpoint: str | None = None
         #: The iteration of the newest checkpoint this runner wrote (-1: none yet).
@@ -226,10 +235,13 @@ class SafeRunner(OnPolicyRunner):
                     if self.cfg.get("check_for_nan", True):
                         _check_env_outputs(obs, rewards, dones)
                     obs, rewards, dones = (obs.to(self.device), rewards.to(self.device), dones.to(self.device))
-                    # The logger sees the env's rewards; PPO sees them clipped when a preset asks for it.
+                    # The logger sees the env's rewards; PPO sees them clipped when a preset asks for it, and scaled
+                    # with runner.normalize_rewards.
                     self.logger.process_env_step(rewards, dones, extras, None)
                     if reward_clip is not None:
                         rewards = rewards.clamp(-reward_clip, reward_clip)
+                    if self.reward_scaler is not None:
+                        rewards = self.reward_scaler(rewards, dones)
                     self.alg.process_env_step(obs, rewards, dones, extras)
                 collect_time = time.time() - start
                 start = time.time()
@@ -362,6 +374,8 @@ class SafeRunner(OnPolicyRunner):
     def save(self, path: str, infos: dict | None = None) -> None:
         """Write rsl-rl's checkpoint format to ``path`` atomically, unless it holds a non-finite tensor."""
         saved = self.alg.save()
+        if self.reward_scaler is not None:
+            saved[REWARD_SCALER_KEY] = self.reward_scaler.state_dict()
         saved["iter"] = self.current_learning_iteration
         saved["infos"] = infos
         try:
@@ -389,6 +403,8 @@ class SafeRunner(OnPolicyRunner):
         """Load a checkpoint with ``weights_only=True`` (never runs code from the file); the next ``learn``
         continues at the stored iteration + 1."""
         loaded = torch.load(path, weights_only=True, map_location=map_location or self.device)
+        if self.reward_scaler is not None and REWARD_SCALER_KEY in loaded:
+            self.reward_scaler.load_state_dict(loaded[REWARD_SCALER_KEY])
         if self.alg.load(loaded, load_cfg, strict):
             self.current_learning_iteration = int(loaded["iter"])
             self.next_iteration = self.current_learning_iteration + 1

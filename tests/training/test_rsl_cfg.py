@@ -39,16 +39,17 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
         # The runner's keys are the top level of rsl-rl's dict; the others keep their node.
         assert _at(train, rest if section == "runner" else key) == _at(config, key), key
         checked += 1
-    # Counted in config/agent.py: 10 runner keys (logger apart: 9), 13 algorithm, 7 actor (3 of them in
+    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 13 algorithm, 7 actor (3 of them in
     # distribution_cfg), 4 critic.
-    assert checked == 9 + 13 + 7 + 4
+    assert checked == 10 + 13 + 7 + 4
 
 
 def test_presets_set_what_their_yaml_says() -> None:
     # Worked from configs/agent/bullet_locomotion.yaml (the task's tuned values over the schema's defaults) and
     # configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative five things, ppo_safe three more.
     plain = build_rsl_rl_cfg(_cfg(), "unused")
-    assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005
+    assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.01
+    assert plain["normalize_rewards"] is True
     assert plain["algorithm"]["num_mini_batches"] == 4 and plain["algorithm"]["num_learning_epochs"] == 5
     assert plain["actor"]["hidden_dims"] == [256, 256] and plain["critic"]["obs_normalization"] is True
     assert plain["actor"]["obs_clip"] is None and plain["algorithm"]["max_grad_norm"] == 1.0
@@ -66,7 +67,8 @@ def test_presets_set_what_their_yaml_says() -> None:
         assert conservative[model]["obs_normalization"] is True and conservative[model]["obs_clip"] == 10.0
         assert conservative[model]["hidden_dims"] == [256, 256]  # the task's, unchanged by the preset
     assert conservative["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]
-    assert conservative["num_steps_per_env"] == 64 and conservative["algorithm"]["entropy_coef"] == 0.005
+    assert conservative["num_steps_per_env"] == 64 and conservative["algorithm"]["entropy_coef"] == 0.01
+    assert conservative["normalize_rewards"] is True
     safe = build_rsl_rl_cfg(_cfg("algo=ppo_safe"), "unused")
     assert safe["algorithm"]["learning_rate"] == 3.0e-5 and safe["algorithm"]["desired_kl"] == 0.003
     assert safe["reward_clip"] == 10.0 and safe["actor"]["obs_clip"] == 10.0 and safe["num_steps_per_env"] == 64

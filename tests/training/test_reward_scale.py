@@ -1,0 +1,79 @@
+"""``runner.normalize_rewards``: the return scaler's arithmetic on worked examples, and what a training does with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_env import TinyEnv, train_cfg
+
+from robo_safe_rl.training.reward_scale import CLIP, ReturnScaler
+from robo_safe_rl.training.runner import REWARD_SCALER_KEY, SafeRunner
+
+
+def test_one_env_worked_example() -> None:
+    # gamma 0.5, a reward of 2 per step, the episode ending at step 3: the returns are 2, 3, 3.5, then 2 again (the
+    # sum restarts at the episode end). After step 3 the variance is that of {2, 3, 3.5}: 7/18 (the starting count
+    # of 1e-4 weighs ~1e-4), so step 3's reward is scaled to 2 / sqrt(7/18) = 3.2071.
+    scaler = ReturnScaler(1, gamma=0.5)
+    two, no, yes = torch.tensor([2.0]), torch.tensor([0.0]), torch.tensor([1.0])
+    scaler(two, no)
+    scaler(two, no)
+    third = scaler(two, yes)
+    assert float(scaler.var) == pytest.approx(7 / 18, rel=1e-3)
+    assert float(scaler.mean) == pytest.approx(8.5 / 3, rel=1e-3)
+    assert float(third) == pytest.approx(2 / (7 / 18) ** 0.5, rel=1e-3)
+    assert float(scaler.returns) == 0.0
+    scaler(two, no)
+    assert float(scaler.returns) == 2.0  # not 2 + 0.5 * 3.5: the episode ended
+    assert float(scaler.count) == pytest.approx(4.0, abs=1e-3)
+
+
+def test_envs_keep_their_own_returns_and_share_the_statistics() -> None:
+    # Two envs, gamma 0.9: env 0 earns 1 per step, env 1 earns -1 and ends every step. Returns after two steps:
+    # env 0 1 then 1.9, env 1 -1 and -1. Pooled: {1, -1, 1.9, -1}: mean 0.225, population variance 6.61 / 4 - 0.225^2 = 1.601875.
+    scaler = ReturnScaler(2, gamma=0.9)
+    rewards, dones = torch.tensor([1.0, -1.0]), torch.tensor([0.0, 1.0])
+    scaler(rewards, dones)
+    scaled = scaler(rewards, dones)
+    assert scaler.returns.tolist() == pytest.approx([1.9, 0.0])
+    assert float(scaler.var) == pytest.approx(1.601875, rel=1e-3)
+    assert scaled.tolist() == pytest.approx([1 / 1.601875**0.5, -1 / 1.601875**0.5], rel=1e-3)
+    assert scaled.dtype == rewards.dtype
+
+
+def test_a_reward_far_outside_the_returns_seen_is_clipped() -> None:
+    scaler = ReturnScaler(4, gamma=0.99)
+    dones = torch.zeros(4)
+    for _ in range(200):
+        scaler(torch.full((4,), 0.01), dones)
+    scaled = scaler(torch.tensor([1.0e6, -1.0e6, 0.0, 0.01]), dones)
+    assert scaled[:2].tolist() == [CLIP, -CLIP]
+    assert float(scaled[2]) == 0.0 and 0.0 < float(scaled[3]) < CLIP
+
+
+def runner(normalize: bool, reward_scale: float) -> SafeRunner:
+    torch.manual_seed(0)
+    cfg = {**train_cfg({}), "normalize_rewards": normalize}
+    return SafeRunner(TinyEnv(seed=1, reward_scale=reward_scale), cfg, log_dir=None, device="cpu")
+
+
+def test_ppo_trains_on_scaled_rewards_and_the_checkpoint_keeps_the_statistics(tmp_path: Path) -> None:
+    # TinyEnv's rewards times 1e4: PPO's stored rewards stay within the clip, while the raw ones are in the thousands.
+    scaled, plain = runner(True, 1.0e4), runner(False, 1.0e4)
+    scaled.learn(2)
+    plain.learn(2)
+    assert float(plain.alg.storage.rewards.abs().max()) > 100.0
+    assert float(scaled.alg.storage.rewards.abs().max()) <= CLIP
+    assert scaled.reward_scaler is not None and scaled.reward_scaler.std() > 100.0
+    assert plain.reward_scaler is None and REWARD_SCALER_KEY not in plain.alg.save()
+
+    path = tmp_path / "model_1.pt"
+    scaled.save(str(path))
+    assert REWARD_SCALER_KEY in torch.load(path, weights_only=True)
+    resumed = runner(True, 1.0e4)
+    resumed.load(str(path))
+    assert resumed.reward_scaler is not None
+    for name, value in scaled.reward_scaler.state_dict().items():
+        assert torch.equal(resumed.reward_scaler.state_dict()[name], value), name
