@@ -29,7 +29,8 @@ def test_defaults_compose_to_the_documented_values(tmp_path: Path) -> None:
         1.0,
     )
     assert (algo.num_learning_epochs, algo.num_mini_batches, algo.clip_param) == (5, 4, 0.2)
-    assert (algo.gamma, algo.lam, algo.entropy_coef) == (0.99, 0.95, 0.005)
+    assert (algo.gamma, algo.lam, algo.entropy_coef) == (0.99, 0.95, 0.01)
+    assert cfg.runner.normalize_rewards is True
     assert cfg.runner.experiment_name == "ant"
     assert cfg.safety.grad_guard.mode.name == "skip"
     assert not cfg.faults.env.enabled and not cfg.faults.grad.enabled
