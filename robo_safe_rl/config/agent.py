@@ -8,7 +8,8 @@ there and ``runner.save_interval`` is ``cfg["save_interval"]``. The one function
 :func:`robo_safe_rl.training.rsl_cfg.build_rsl_rl_cfg`, only adds class names and the safety settings.
 
 Keys that are this project's own additions, not rsl-rl's, say so in their documentation: ``runner.reward_clip``,
-``runner.normalize_rewards``, ``actor.obs_clip`` / ``critic.obs_clip``. Defaults are rsl-rl's and Isaac Lab's locomotion defaults.
+``runner.normalize_rewards``, ``actor.obs_clip`` / ``critic.obs_clip``. Defaults are rsl-rl's and Isaac Lab's
+locomotion defaults.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ AGENT_ANT = yaml.safe_load((Path(config_source()) / "agent" / "bullet_locomotion
 def test_the_ant_brings_its_tuned_values() -> None:
     cfg = to_train_config(compose(["run_dir=x"]))
     assert cfg.runner.num_steps_per_env == AGENT_ANT["runner"]["num_steps_per_env"] != RunnerConfig().num_steps_per_env
-    assert cfg.runner.normalize_rewards is AGENT_ANT["runner"]["normalize_rewards"] is not RunnerConfig().normalize_rewards
+    assert cfg.runner.normalize_rewards is AGENT_ANT["runner"]["normalize_rewards"] is True
+    assert RunnerConfig().normalize_rewards is False
     assert cfg.algorithm.use_clipped_value_loss is AGENT_ANT["algorithm"]["use_clipped_value_loss"] is False
     assert cfg.actor.hidden_dims == AGENT_ANT["actor"]["hidden_dims"] == cfg.critic.hidden_dims
 
@@ -40,7 +41,7 @@ def test_an_override_and_a_preset_change_the_tuned_values() -> None:
     cfg = to_train_config(compose(["run_dir=x", "runner.num_steps_per_env=32", "algo=ppo_conservative"]))
     assert cfg.runner.num_steps_per_env == 32  # the user's, over the task's
     assert cfg.algorithm.max_grad_norm == 0.5  # the preset's change
-    assert cfg.runner.normalize_rewards is AGENT_ANT["runner"]["normalize_rewards"]  # the task's, which the preset keeps
+    assert cfg.runner.normalize_rewards is AGENT_ANT["runner"]["normalize_rewards"]  # the task's; the preset keeps it
 
 
 def test_without_the_agent_file_the_generic_defaults_apply() -> None:

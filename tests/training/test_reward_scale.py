@@ -32,7 +32,8 @@ def test_one_env_worked_example() -> None:
 
 def test_envs_keep_their_own_returns_and_share_the_statistics() -> None:
     # Two envs, gamma 0.9: env 0 earns 1 per step, env 1 earns -1 and ends every step. Returns after two steps:
-    # env 0 1 then 1.9, env 1 -1 and -1. Pooled: {1, -1, 1.9, -1}: mean 0.225, population variance 6.61 / 4 - 0.225^2 = 1.601875.
+    # env 0 1 then 1.9, env 1 -1 and -1. Pooled: {1, -1, 1.9, -1}: mean 0.225, population variance
+    # 6.61 / 4 - 0.225^2 = 1.601875.
     scaler = ReturnScaler(2, gamma=0.9)
     rewards, dones = torch.tensor([1.0, -1.0]), torch.tensor([0.0, 1.0])
     scaler(rewards, dones)
