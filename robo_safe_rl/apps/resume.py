@@ -55,6 +55,9 @@ FROZEN = frozenset(
         "runner.normalize_rewards",  # the critic's weights predict returns on the scale it sets
     }
 )
+#: Adopted keys newer than some saved runs, and the value such a run trained with (not today's default, which a task's
+#: recipe may have changed since).
+ABSENT_MEANS: dict[str, Any] = {"runner.normalize_rewards": False}
 
 
 def find_run(resume: str, experiment: str) -> tuple[Path, Path]:
@@ -162,6 +165,8 @@ def adopt(node: DictConfig, saved: dict[str, Any], explicit: set[str], run: Path
         if not leaf.startswith(ADOPTED):
             continue
         found, value = _lookup(saved, leaf)
+        if not found and leaf in ABSENT_MEANS:
+            found, value = True, ABSENT_MEANS[leaf]
         if not found:
             continue  # a key newer than the saved run: the current value stands
         if leaf not in explicit:

@@ -8,7 +8,9 @@ written only when every tensor in it is finite, and atomically (:mod:`robo_safe_
 run is always a good one.
 
 The state of one algorithm is its ``actor``, ``critic`` (normaliser buffers included: rsl-rl keeps them in the
-models' state dicts) and ``optimizer`` state dicts plus ``learning_rate``.
+models' state dicts) and ``optimizer`` state dicts plus ``learning_rate``; and the state dict of any module whose
+statistics belong with them (the runner's reward scaler), so that a rollback or a snapshot written as a checkpoint
+pairs the weights with the statistics they were trained with.
 """
 
 from __future__ import annotations
@@ -89,10 +91,11 @@ class Snapshot:
     critic: dict[str, torch.Tensor]
     optimizer: dict[str, Any]
     learning_rate: float
+    statistics: dict[str, torch.Tensor] | None = None
 
     @classmethod
-    def take(cls, alg: Any, iteration: int) -> Snapshot:
-        """Copy the current learning state of ``alg``."""
+    def take(cls, alg: Any, iteration: int, statistics: torch.nn.Module | None = None) -> Snapshot:
+        """Copy the current learning state of ``alg`` (and the state dict of ``statistics``, when given)."""
         actor, critic = models(alg)
         return cls(
             iteration=iteration,
@@ -100,13 +103,17 @@ class Snapshot:
             critic=copy.deepcopy(critic.state_dict()),
             optimizer=copy.deepcopy(alg.optimizer.state_dict()),
             learning_rate=float(alg.learning_rate),
+            statistics=None if statistics is None else copy.deepcopy(statistics.state_dict()),
         )
 
-    def restore(self, alg: Any, lr_factor: float) -> float:
-        """Load this state into ``alg`` with the learning rate times ``lr_factor``; return the new rate."""
+    def restore(self, alg: Any, lr_factor: float, statistics: torch.nn.Module | None = None) -> float:
+        """Load this state into ``alg`` (and ``statistics``) with the learning rate times ``lr_factor``; return the
+        new rate."""
         actor, critic = models(alg)
         actor.load_state_dict(self.actor)
         critic.load_state_dict(self.critic)
+        if statistics is not None and self.statistics is not None:
+            statistics.load_state_dict(self.statistics)
         alg.optimizer.load_state_dict(copy.deepcopy(self.optimizer))
         alg.learning_rate = self.learning_rate * lr_factor
         for group in alg.optimizer.param_groups:
@@ -121,9 +128,18 @@ class Recovery:
         lr_factor: Learning-rate factor applied at every rollback.
         max_rollbacks: Rollbacks in a row without a new good snapshot before :class:`RecoveryError`.
         run_dir: Named in the stop message (the commands to run on it).
+        statistics: A module whose state dict is snapshotted and restored with the learning state (the runner's
+            reward scaler); ``None`` for none.
     """
 
-    def __init__(self, lr_factor: float, max_rollbacks: int, run_dir: str | None) -> None:
+    def __init__(
+        self,
+        lr_factor: float,
+        max_rollbacks: int,
+        run_dir: str | None,
+        statistics: torch.nn.Module | None = None,
+    ) -> None:
+        self.statistics = statistics
         self.lr_factor = lr_factor
         self.max_rollbacks = max_rollbacks
         self.run_dir = run_dir or "<run_dir>"
@@ -133,7 +149,7 @@ class Recovery:
 
     def take(self, alg: Any, iteration: int) -> None:
         """Remember the current (checked, finite) state as the last good one."""
-        self.snapshot = Snapshot.take(alg, iteration)
+        self.snapshot = Snapshot.take(alg, iteration, self.statistics)
         self.in_a_row = 0
 
     def rollback(self, alg: Any, iteration: int, what: str) -> dict[str, Any]:
@@ -159,7 +175,7 @@ class Recovery:
             )
         self.rollbacks += 1
         self.in_a_row += 1
-        lr = self.snapshot.restore(alg, self.lr_factor**self.in_a_row)
+        lr = self.snapshot.restore(alg, self.lr_factor**self.in_a_row, self.statistics)
         log.warning(
             "iteration %d: %s; rolled back to the snapshot of iteration %d with learning rate %.3g "
             "(rollback %d in a row, at most %d)",

@@ -37,15 +37,17 @@ class ReturnScaler(torch.nn.Module):
         clip: Scaled rewards are clipped to ``[-clip, clip]``.
         device: Where the statistics live (the policy's device).
 
-    Its state (``returns``, ``mean``, ``var``, ``count``) is a state dict, saved in checkpoints so a resumed run
-    scales as the run it continues.
+    Its state dict holds the statistics (``mean``, ``var``, ``count``): saved in checkpoints, so that a resumed run
+    scales as the run it continues, and in the runner's recovery snapshots. The per-env running ``returns`` are not in
+    it: they belong to the episodes under way, which a resume does not continue (its envs start new episodes, and
+    their number may differ), as Stable-Baselines3 zeroes them when it loads a ``VecNormalize``.
     """
 
     def __init__(self, num_envs: int, gamma: float, clip: float = CLIP, device: str | torch.device = "cpu") -> None:
         super().__init__()
         self.gamma = gamma
         self.clip = clip
-        self.register_buffer("returns", torch.zeros(num_envs, dtype=torch.float64, device=device))
+        self.register_buffer("returns", torch.zeros(num_envs, dtype=torch.float64, device=device), persistent=False)
         self.register_buffer("mean", torch.zeros((), dtype=torch.float64, device=device))
         self.register_buffer("var", torch.ones((), dtype=torch.float64, device=device))
         self.register_buffer("count", torch.tensor(START_COUNT, dtype=torch.float64, device=device))
@@ -61,7 +63,11 @@ class ReturnScaler(torch.nn.Module):
         Returns:
             ``rewards / sqrt(var + eps)`` clipped to ``+-clip``, in the rewards' dtype.
         """
-        self.returns.mul_(self.gamma).add_(rewards.to(torch.float64))
+        # A non-finite reward (possible only with runner.check_for_nan=false and no SafeStep) reaches PPO as it is,
+        # where the gradient guard and the rollbacks deal with it; counted as 0 here, it cannot poison the statistics
+        # of every later step. nan_to_num needs no host sync.
+        finite = torch.nan_to_num(rewards.to(torch.float64), nan=0.0, posinf=0.0, neginf=0.0)
+        self.returns.mul_(self.gamma).add_(finite)
         self._update(self.returns)
         scaled = (rewards.to(torch.float64) / torch.sqrt(self.var + EPSILON)).clamp(-self.clip, self.clip)
         self.returns.masked_fill_(dones.to(torch.bool), 0.0)

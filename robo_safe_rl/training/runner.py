@@ -101,8 +101,16 @@ class SafeRunner(OnPolicyRunner):
         super().__init__(env, train_cfg, log_dir, device)
         self.files = files
         self.on_iteration = on_iteration
+        #: ``runner.normalize_rewards``: what PPO's rewards are divided by (saved in checkpoints and snapshots);
+        #: ``None`` when off.
+        self.reward_scaler: ReturnScaler | None = None
+        if self.cfg.get("normalize_rewards"):
+            gamma = float(self.cfg["algorithm"].get("gamma", 0.99))
+            self.reward_scaler = ReturnScaler(self.env.num_envs, gamma, device=self.device)
         self.recovery_cfg = recovery or RecoveryConfig()
-        self.recovery = Recovery(self.recovery_cfg.lr_factor, self.recovery_cfg.max_rollbacks, log_dir)
+        self.recovery = Recovery(
+            self.recovery_cfg.lr_factor, self.recovery_cfg.max_rollbacks, log_dir, statistics=self.reward_scaler
+        )
         self.policy_faults = PolicyFaults(policy_faults or PolicyFaultConfig())
         self.counters: dict[str, int] = {
             "checkpoints_refused": 0,
@@ -111,11 +119,6 @@ class SafeRunner(OnPolicyRunner):
             "rollout_steps_discarded": 0,
         }
         self._env_totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
-        #: ``runner.normalize_rewards``: what PPO's rewards are divided by (saved in checkpoints); ``None`` when off.
-        self.reward_scaler: ReturnScaler | None = None
-        if self.cfg.get("normalize_rewards"):
-            gamma = float(self.cfg["algorithm"].get("gamma", 0.99))
-            self.reward_scaler = ReturnScaler(self.env.num_envs, gamma, device=self.device)
         self.last_clean_checkpoint: str | None = None
         self.final_checkpoint: str | None = None
         #: The iteration of the newest checkpoint this runner wrote (-1: none yet).
@@ -366,7 +369,7 @@ class SafeRunner(OnPolicyRunner):
         path = self.files.checkpoint(snapshot.iteration)
         if snapshot.iteration <= self.saved_iteration or path.exists():
             return None
-        snapshot.restore(self.alg, lr_factor=1.0)
+        snapshot.restore(self.alg, lr_factor=1.0, statistics=self.reward_scaler)
         self.current_learning_iteration = snapshot.iteration
         self.save(str(path))
         return str(path) if self.final_checkpoint == str(path) else None
@@ -403,11 +406,20 @@ class SafeRunner(OnPolicyRunner):
         """Load a checkpoint with ``weights_only=True`` (never runs code from the file); the next ``learn``
         continues at the stored iteration + 1."""
         loaded = torch.load(path, weights_only=True, map_location=map_location or self.device)
-        if self.reward_scaler is not None and REWARD_SCALER_KEY in loaded:
-            self.reward_scaler.load_state_dict(loaded[REWARD_SCALER_KEY])
+        scaled = REWARD_SCALER_KEY in loaded
+        if scaled != (self.reward_scaler is not None):
+            # The critic predicts returns on the scale it was trained with: resuming across a switch would make every
+            # value target wrong by the factor of the scaling.
+            raise ValueError(
+                f"{path} was trained with runner.normalize_rewards={str(scaled).lower()} (it "
+                f"{'holds' if scaled else 'has no'} {REWARD_SCALER_KEY}), this run has "
+                f"runner.normalize_rewards={str(not scaled).lower()}; expected the same setting"
+            )
         if self.alg.load(loaded, load_cfg, strict):
             self.current_learning_iteration = int(loaded["iter"])
             self.next_iteration = self.current_learning_iteration + 1
+            if self.reward_scaler is not None:
+                self.reward_scaler.load_state_dict(loaded[REWARD_SCALER_KEY])
         return loaded.get("infos")
 
     def _configure_multi_gpu(self) -> None:

@@ -71,6 +71,7 @@ def test_resume_latest_is_the_newest_run_of_this_experiment(
         ("actor.obs_normalization=false", "actor.obs_normalization=False", "actor.obs_normalization=True"),
         ("actor.hidden_dims=[64,64]", "actor.hidden_dims=[64, 64]", "actor.hidden_dims=[256, 256]"),
         ("task.env_id=RoboSafe/Other-v0", "task.env_id='RoboSafe/Other-v0'", "task.env_id='RoboSafe/Ant-v0'"),
+        ("runner.normalize_rewards=false", "runner.normalize_rewards=False", "runner.normalize_rewards=True"),
     ],
 )
 def test_an_override_that_changes_the_networks_or_the_task_is_refused(
@@ -137,3 +138,20 @@ def test_a_saved_config_of_another_layout_is_refused_naming_the_key(
     assert main([*TINY, f"resume={old}", f"run_dir={tmp_path / 'never'}"]) == 2
     err = capsys.readouterr().err
     assert "config.yaml: invalid config key algo." in err and "did you mean algorithm." in err
+
+
+def test_a_run_saved_before_reward_scaling_existed_resumes_without_it(logs: Path, tmp_path: Path) -> None:
+    # A run of an earlier version: its config has no runner.normalize_rewards and its checkpoint no scaler statistics.
+    # It trained without scaling, so it resumes without it although the Ant's recipe now turns it on.
+    old = tmp_path / "old"
+    shutil.copytree(logs / "exp" / "first", old)
+    config = _config(old)
+    assert config["runner"].pop("normalize_rewards") is True
+    (old / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    checkpoint = torch.load(old / "model_0.pt", weights_only=True)
+    del checkpoint["reward_scaler_state_dict"]
+    torch.save(checkpoint, old / "model_0.pt")
+    resumed = tmp_path / "resumed"
+    assert main([*TINY, f"resume={old}", f"run_dir={resumed}"]) == 0
+    assert _config(resumed)["runner"]["normalize_rewards"] is False
+    assert "reward_scaler_state_dict" not in torch.load(resumed / "model_1.pt", weights_only=True)

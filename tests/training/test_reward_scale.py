@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny_env import TinyEnv, train_cfg
 
-from robo_safe_rl.training.reward_scale import CLIP, ReturnScaler
+from robo_safe_rl.training.reward_scale import CLIP, START_COUNT, ReturnScaler
 from robo_safe_rl.training.runner import REWARD_SCALER_KEY, SafeRunner
 
 
@@ -54,10 +54,10 @@ def test_a_reward_far_outside_the_returns_seen_is_clipped() -> None:
     assert float(scaled[2]) == 0.0 and 0.0 < float(scaled[3]) < CLIP
 
 
-def runner(normalize: bool, reward_scale: float) -> SafeRunner:
+def runner(normalize: bool, reward_scale: float, num_envs: int = 4) -> SafeRunner:
     torch.manual_seed(0)
     cfg = {**train_cfg({}), "normalize_rewards": normalize}
-    return SafeRunner(TinyEnv(seed=1, reward_scale=reward_scale), cfg, log_dir=None, device="cpu")
+    return SafeRunner(TinyEnv(seed=1, num_envs=num_envs, reward_scale=reward_scale), cfg, log_dir=None, device="cpu")
 
 
 def test_ppo_trains_on_scaled_rewards_and_the_checkpoint_keeps_the_statistics(tmp_path: Path) -> None:
@@ -72,9 +72,49 @@ def test_ppo_trains_on_scaled_rewards_and_the_checkpoint_keeps_the_statistics(tm
 
     path = tmp_path / "model_1.pt"
     scaled.save(str(path))
-    assert REWARD_SCALER_KEY in torch.load(path, weights_only=True)
-    resumed = runner(True, 1.0e4)
+    saved = torch.load(path, weights_only=True)[REWARD_SCALER_KEY]
+    assert sorted(saved) == ["count", "mean", "var"]  # not the per-env returns of the episodes under way
+    # A resume with more envs: the statistics carry over, the returns start at 0 for the new episodes.
+    resumed = runner(True, 1.0e4, num_envs=6)
     resumed.load(str(path))
     assert resumed.reward_scaler is not None
     for name, value in scaled.reward_scaler.state_dict().items():
         assert torch.equal(resumed.reward_scaler.state_dict()[name], value), name
+    assert resumed.reward_scaler.returns.tolist() == [0.0] * 6
+
+
+def test_a_resume_across_a_switch_of_the_scaling_is_refused(tmp_path: Path) -> None:
+    # The critic predicts returns on the scale it was trained with; either direction is refused, naming the key.
+    for trained, resumed in ((False, True), (True, False)):
+        path = tmp_path / f"model_{trained}.pt"
+        first = runner(trained, 1.0)
+        first.learn(1)
+        first.save(str(path))
+        with pytest.raises(ValueError, match=f"runner.normalize_rewards={str(trained).lower()}.*expected the same"):
+            runner(resumed, 1.0).load(str(path))
+
+
+def test_a_rollback_takes_the_statistics_back_with_the_weights() -> None:
+    # The second learn() snapshots the state it starts from (iteration 0's); its iteration moves the statistics on
+    # (8 more steps of 4 envs); a rollback restores them with the weights (the discarded rollout's rewards leave them)
+    # and leaves the per-env returns, which follow the envs.
+    scaled = runner(True, 1.0)
+    scaled.learn(1)
+    assert scaled.reward_scaler is not None
+    after_first = {k: v.clone() for k, v in scaled.reward_scaler.state_dict().items()}
+    assert float(after_first["count"]) == pytest.approx(8 * 4 + START_COUNT)
+    scaled.learn(1)
+    assert float(scaled.reward_scaler.count) == pytest.approx(16 * 4 + START_COUNT)
+    returns = scaled.reward_scaler.returns.clone()
+    scaled.recovery.rollback(scaled.alg, 2, "a test")
+    for name, value in after_first.items():
+        assert torch.equal(scaled.reward_scaler.state_dict()[name], value), name
+    assert torch.equal(scaled.reward_scaler.returns, returns)
+
+
+def test_a_non_finite_reward_does_not_poison_the_statistics() -> None:
+    scaler = ReturnScaler(2, gamma=0.9)
+    scaled = scaler(torch.tensor([float("nan"), 1.0]), torch.zeros(2))
+    assert torch.isnan(scaled[0]) and torch.isfinite(scaled[1])  # PPO's guard sees the NaN as it is
+    assert all(torch.isfinite(t).all() for t in scaler.state_dict().values())
+    assert scaler.returns.tolist() == [0.0, 1.0]
