@@ -104,9 +104,8 @@ class SafeRunner(OnPolicyRunner):
         #: ``runner.normalize_rewards``: what PPO's rewards are divided by (saved in checkpoints and snapshots);
         #: ``None`` when off.
         self.reward_scaler: ReturnScaler | None = None
-        if self.cfg.get("normalize_rewards"):
-            gamma = float(self.cfg["algorithm"].get("gamma", 0.99))
-            self.reward_scaler = ReturnScaler(self.env.num_envs, gamma, device=self.device)
+        if self.cfg.get("normalize_rewards"):  # the returns of PPO's own discount
+            self.reward_scaler = ReturnScaler(self.env.num_envs, float(self.alg.gamma), device=self.device)
         self.recovery_cfg = recovery or RecoveryConfig()
         self.recovery = Recovery(
             self.recovery_cfg.lr_factor, self.recovery_cfg.max_rollbacks, log_dir, statistics=self.reward_scaler

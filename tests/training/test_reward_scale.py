@@ -118,3 +118,9 @@ def test_a_non_finite_reward_does_not_poison_the_statistics() -> None:
     assert torch.isnan(scaled[0]) and torch.isfinite(scaled[1])  # PPO's guard sees the NaN as it is
     assert all(torch.isfinite(t).all() for t in scaler.state_dict().values())
     assert scaler.returns.tolist() == [0.0, 1.0]
+
+
+def test_the_runner_scales_by_the_returns_of_ppos_own_discount() -> None:
+    cfg = {**train_cfg({"gamma": 0.9}), "normalize_rewards": True}
+    scaled = SafeRunner(TinyEnv(seed=1), cfg, log_dir=None, device="cpu")
+    assert scaled.reward_scaler is not None and scaled.reward_scaler.gamma == scaled.alg.gamma == 0.9
