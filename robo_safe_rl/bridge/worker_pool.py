@@ -229,11 +229,7 @@ class WorkerPool:
 def _find_sched_getcpu() -> Callable[[], int] | None:
     try:
         function = ctypes.CDLL(None).sched_getcpu
-    except (
-        OSError,
-        AttributeError,
-        TypeError,
-    ):  # no such C library (glibc and musl have it; Windows has no CDLL(None))
+    except (OSError, AttributeError, TypeError):  # glibc and musl have it; Windows has no CDLL(None)
         return None
     function.argtypes, function.restype = [], ctypes.c_int
     return function

@@ -85,7 +85,3 @@ class ReturnScaler(torch.nn.Module):
         self.mean.add_(delta * n / total)
         self.var.copy_(m2 / total)
         self.count.copy_(total)
-
-    def std(self) -> float:
-        """The current divisor (for logs)."""
-        return float(torch.sqrt(self.var + EPSILON))

@@ -67,7 +67,7 @@ def test_ppo_trains_on_scaled_rewards_and_the_checkpoint_keeps_the_statistics(tm
     plain.learn(2)
     assert float(plain.alg.storage.rewards.abs().max()) > 100.0
     assert float(scaled.alg.storage.rewards.abs().max()) <= CLIP
-    assert scaled.reward_scaler is not None and scaled.reward_scaler.std() > 100.0
+    assert scaled.reward_scaler is not None and float(scaled.reward_scaler.var) ** 0.5 > 100.0
     assert plain.reward_scaler is None and REWARD_SCALER_KEY not in plain.alg.save()
 
     path = tmp_path / "model_1.pt"
