@@ -81,14 +81,21 @@ class SafeLogger(Logger):
         self._reward_count = 0
 
     def log_iteration(
-        self, it: int, safety: dict[str, float], counters: dict[str, int] | None = None, **kwargs: Any
+        self,
+        it: int,
+        safety: dict[str, float],
+        counters: dict[str, int] | None = None,
+        train: dict[str, float] | None = None,
+        **kwargs: Any,
     ) -> None:
-        """Log rsl-rl's metrics and ``Safety/*``, show the iteration, and record it for the summary.
+        """Log rsl-rl's metrics, ``Safety/*`` and this project's ``Train/*`` additions, show the iteration, and record
+        it for the summary.
 
         Args:
             it: The iteration.
             safety: Every ``Safety/*`` scalar: the cumulative counters and the gradient guard's metrics.
             counters: The cumulative event counters the display shows (``None``: none).
+            train: Further ``Train/*`` scalars (the reward scale of ``runner.normalize_rewards``); ``None``: none.
             **kwargs: rsl-rl's ``Logger.log`` arguments.
         """
         returns = [ep["Episode/return"] for ep in self.ep_extras if isinstance(ep.get("Episode/return"), torch.Tensor)]
@@ -97,6 +104,8 @@ class SafeLogger(Logger):
         if self.writer is not None:
             for tag, value in safety.items():
                 self.writer.add_scalar(f"Safety/{tag}", value, it)
+            for tag, value in (train or {}).items():
+                self.writer.add_scalar(f"Train/{tag}", value, it)
         if stats is not None:
             self.display.show(dataclasses.replace(stats, safety=dict(counters or {})))
         self.history.append(

@@ -73,6 +73,10 @@ class ReturnScaler(torch.nn.Module):
         self.returns.masked_fill_(dones.to(torch.bool), 0.0)
         return scaled.to(rewards.dtype)
 
+    def scale(self) -> float:
+        """The divisor now applied to rewards, ``sqrt(var + eps)`` (logged as ``Train/reward_scale``)."""
+        return float(torch.sqrt(self.var + EPSILON))
+
     def _update(self, batch: torch.Tensor) -> None:
         """Merge a batch into the running mean and variance (Chan et al.'s parallel update, as SB3's
         ``RunningMeanStd``)."""

@@ -333,10 +333,13 @@ class SafeRunner(OnPolicyRunner):
         safety: dict[str, float] = {k: float(v) for k, v in counters.items()}
         # Counters are cumulative under their own name; this iteration's count of the same event gets a suffix.
         safety.update({f"{k}_in_iteration" if k in safety else k: v for k, v in guard_metrics.items()})
+        # The divisor of runner.normalize_rewards (one host sync per iteration): PPO's rewards are the env's over it.
+        train = {"reward_scale": self.reward_scaler.scale()} if self.reward_scaler is not None else None
         self.logger.log_iteration(
             it,
             safety,
             counters,
+            train,
             start_it=start_it,
             total_it=total_it,
             collect_time=collect_time,

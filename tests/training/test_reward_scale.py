@@ -8,6 +8,7 @@ import pytest
 import torch
 from tiny_env import TinyEnv, train_cfg
 
+from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.reward_scale import CLIP, START_COUNT, ReturnScaler
 from robo_safe_rl.training.runner import REWARD_SCALER_KEY, SafeRunner
 
@@ -54,10 +55,31 @@ def test_a_reward_far_outside_the_returns_seen_is_clipped() -> None:
     assert float(scaled[2]) == 0.0 and 0.0 < float(scaled[3]) < CLIP
 
 
-def runner(normalize: bool, reward_scale: float, num_envs: int = 4) -> SafeRunner:
+def runner(normalize: bool, reward_scale: float, num_envs: int = 4, log_dir: Path | None = None) -> SafeRunner:
     torch.manual_seed(0)
     cfg = {**train_cfg({}), "normalize_rewards": normalize}
-    return SafeRunner(TinyEnv(seed=1, num_envs=num_envs, reward_scale=reward_scale), cfg, log_dir=None, device="cpu")
+    env = TinyEnv(seed=1, num_envs=num_envs, reward_scale=reward_scale)
+    if log_dir is None:
+        return SafeRunner(env, cfg, log_dir=None, device="cpu")
+    return SafeRunner(env, cfg, log_dir=str(log_dir), device="cpu", files=RunDir(log_dir))
+
+
+def test_tensorboard_shows_the_divisor_of_each_iteration(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    scaled, plain = runner(True, 1.0e4, log_dir=tmp_path / "scaled"), runner(False, 1.0e4, log_dir=tmp_path / "plain")
+    scaled.learn(2)
+    plain.learn(2)
+    events = EventAccumulator(str(tmp_path / "scaled"))
+    events.Reload()
+    logged = events.Scalars("Train/reward_scale")
+    assert [e.step for e in logged] == [0, 1]
+    assert scaled.reward_scaler is not None
+    assert logged[-1].value == pytest.approx(float(scaled.reward_scaler.var) ** 0.5, rel=1e-5)
+    assert logged[-1].value > 100.0  # rewards x 1e4: the returns' spread is in the thousands
+    events = EventAccumulator(str(tmp_path / "plain"))
+    events.Reload()
+    assert "Train/reward_scale" not in events.Tags()["scalars"]  # without the scaling there is no divisor to show
 
 
 def test_ppo_trains_on_scaled_rewards_and_the_checkpoint_keeps_the_statistics(tmp_path: Path) -> None:
