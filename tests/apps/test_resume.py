@@ -47,7 +47,7 @@ def test_resuming_an_experiment_folder_takes_its_newest_run_and_its_settings(log
     assert config["resume"] == str(logs / "exp" / "first")
     assert config["task"]["max_episode_steps"] == 50
     assert config["actor"]["obs_normalization"] is True and config["critic"]["obs_clip"] == 10.0
-    assert config["algorithm"]["max_grad_norm"] == 0.5  # the saved preset's value ...
+    assert config["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]  # the saved preset's value ...
     assert config["algorithm"]["learning_rate"] == 1e-4  # ... except where the command line says otherwise
     assert torch.load(resumed / "model_1.pt", weights_only=True)["iter"] == 1  # continued after iteration 0
 

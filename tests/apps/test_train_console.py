@@ -125,7 +125,7 @@ def test_main_rejecting_late_leaves_no_run_directory(tmp_path: Path) -> None:
         ([], "ppo"),
         (["algo=ppo_conservative"], "ppo_conservative"),
         (["algo=ppo_safe", "algorithm.learning_rate=1e-4"], "ppo_safe, changed: algorithm.learning_rate=0.0001"),
-        (["algo=ppo_safe", "runner.reward_clip=null"], "ppo_safe, changed: runner.reward_clip=None"),
+        (["algo=ppo_safe", "runner.reward_clip=5.0"], "ppo_safe, changed: runner.reward_clip=5.0"),
     ],
 )
 def test_the_banner_names_the_preset_the_values_are(overrides: list[str], expected: str) -> None:

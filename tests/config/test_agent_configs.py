@@ -40,7 +40,7 @@ def test_the_walkers_bring_the_locomotion_recipe(task: str) -> None:
 def test_an_override_and_a_preset_change_the_tuned_values() -> None:
     cfg = to_train_config(compose(["run_dir=x", "runner.num_steps_per_env=32", "algo=ppo_conservative"]))
     assert cfg.runner.num_steps_per_env == 32  # the user's, over the task's
-    assert cfg.algorithm.max_grad_norm == 0.5  # the preset's change
+    assert cfg.actor.obs_clip == 10.0  # the preset's change
     assert cfg.runner.normalize_rewards is AGENT_ANT["runner"]["normalize_rewards"]  # the task's; the preset keeps it
 
 
@@ -77,7 +77,7 @@ def test_a_new_task_gets_the_generic_defaults_then_its_own_file(configs: Path) -
     assert cfg.algorithm.lam == 0.9 and cfg.runner.num_steps_per_env == RunnerConfig().num_steps_per_env
     # The preset changes its keys over the new task's values, and leaves lam to the task.
     cfg = to_train_config(_compose_in(configs, ["task=hop", "run_dir=x", "algo=ppo_conservative"]))
-    assert cfg.algorithm.lam == 0.9 and cfg.algorithm.max_grad_norm == 0.5
+    assert cfg.algorithm.lam == 0.9 and cfg.actor.obs_clip == 10.0
 
 
 def test_a_bad_agent_file_fails_naming_the_key(configs: Path) -> None:
