@@ -43,8 +43,8 @@ class _EnvCfg(dict):
 
 
 class SafeLogger(Logger):
-    """rsl-rl's logger plus ``Safety/*`` scalars, a per-iteration history of returns for ``summary.json``, and a
-    console display.
+    """rsl-rl's logger plus ``Safety/*`` and ``Train/reward_scale`` scalars, a per-iteration history of returns for
+    ``summary.json``, and a console display.
 
     The scalars go through rsl-rl's writer, so they reach whichever ``runner.logger`` chose: TensorBoard, or W&B or
     Neptune (whose writers also keep TensorBoard files in the run directory). As in rsl-rl, only a logger with a

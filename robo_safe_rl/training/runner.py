@@ -333,8 +333,11 @@ class SafeRunner(OnPolicyRunner):
         safety: dict[str, float] = {k: float(v) for k, v in counters.items()}
         # Counters are cumulative under their own name; this iteration's count of the same event gets a suffix.
         safety.update({f"{k}_in_iteration" if k in safety else k: v for k, v in guard_metrics.items()})
-        # The divisor of runner.normalize_rewards (one host sync per iteration): PPO's rewards are the env's over it.
-        train = {"reward_scale": self.reward_scaler.scale()} if self.reward_scaler is not None else None
+        # The divisor of runner.normalize_rewards (one host sync per iteration, where it is written): PPO's rewards are
+        # the env's over it. Under torchrun, rank 0's (the one with the writer; each rank keeps its own statistics).
+        train = None
+        if self.reward_scaler is not None and self.logger.writer is not None:
+            train = {"reward_scale": self.reward_scaler.scale()}
         self.logger.log_iteration(
             it,
             safety,
