@@ -69,13 +69,17 @@ class ReturnScaler(torch.nn.Module):
         finite = torch.nan_to_num(rewards.to(torch.float64), nan=0.0, posinf=0.0, neginf=0.0)
         self.returns.mul_(self.gamma).add_(finite)
         self._update(self.returns)
-        scaled = (rewards.to(torch.float64) / torch.sqrt(self.var + EPSILON)).clamp(-self.clip, self.clip)
+        scaled = (rewards.to(torch.float64) / self._divisor()).clamp(-self.clip, self.clip)
         self.returns.masked_fill_(dones.to(torch.bool), 0.0)
         return scaled.to(rewards.dtype)
 
     def scale(self) -> float:
-        """The divisor now applied to rewards, ``sqrt(var + eps)`` (logged as ``Train/reward_scale``)."""
-        return float(torch.sqrt(self.var + EPSILON))
+        """The divisor now applied to rewards (logged as ``Train/reward_scale``; one host sync)."""
+        return float(self._divisor())
+
+    def _divisor(self) -> torch.Tensor:
+        """``sqrt(var + eps)``, on the statistics' device."""
+        return torch.sqrt(self.var + EPSILON)
 
     def _update(self, batch: torch.Tensor) -> None:
         """Merge a batch into the running mean and variance (Chan et al.'s parallel update, as SB3's
