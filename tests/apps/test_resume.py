@@ -29,7 +29,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("resume") / "logs"
     first = root / "exp" / "first"
     args = [*TINY, "algo=ppo_conservative", "task.max_episode_steps=50", "runner.experiment_name=exp"]
-    args.append("algorithm.entropy_coef=0.005")  # an algorithm value of the saved run's own (the task's is 0.01)
+    args.append("algorithm.entropy_coef=0.003")  # an algorithm value of the saved run's own (the task's is 0.005)
     assert main([*args, f"run_dir={first}", "seed=3"]) == 0
     return root
 
@@ -49,7 +49,7 @@ def test_resuming_an_experiment_folder_takes_its_newest_run_and_its_settings(log
     assert config["task"]["max_episode_steps"] == 50
     assert config["actor"]["obs_normalization"] is True and config["critic"]["obs_clip"] == 10.0
     assert config["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]  # the saved preset's value ...
-    assert config["algorithm"]["entropy_coef"] == 0.005  # ... and the saved run's own ...
+    assert config["algorithm"]["entropy_coef"] == 0.003  # ... and the saved run's own ...
     assert config["algorithm"]["learning_rate"] == 1e-4  # ... except where the command line says otherwise
     assert torch.load(resumed / "model_1.pt", weights_only=True)["iter"] == 1  # continued after iteration 0
 

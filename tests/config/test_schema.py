@@ -19,17 +19,17 @@ def test_defaults_compose_to_the_documented_values(tmp_path: Path) -> None:
     cfg = to_train_config(compose([f"run_dir={tmp_path}"]))
     assert isinstance(cfg, TrainConfig)
     assert (cfg.task.name, cfg.task.env_id, cfg.task.num_envs) == ("ant", "RoboSafe/Ant-v0", 16)
-    # rsl-rl / Isaac Lab locomotion defaults (the schema's), with the tuned entropy of
-    # configs/agent/bullet_locomotion.yaml.
+    # rsl-rl / Isaac Lab locomotion defaults (the schema's), with the Ant's KL target and entropy of
+    # configs/agent/ant.yaml.
     algo = cfg.algorithm
     assert (algo.learning_rate, algo.schedule.value, algo.desired_kl, algo.max_grad_norm) == (
         1e-3,
         "adaptive",
-        0.01,
+        0.02,
         1.0,
     )
     assert (algo.num_learning_epochs, algo.num_mini_batches, algo.clip_param) == (5, 4, 0.2)
-    assert (algo.gamma, algo.lam, algo.entropy_coef) == (0.99, 0.95, 0.01)
+    assert (algo.gamma, algo.lam, algo.entropy_coef) == (0.99, 0.95, 0.005)
     assert cfg.runner.normalize_rewards is True
     assert cfg.runner.experiment_name == "ant"
     assert cfg.safety.grad_guard.mode.name == "skip"

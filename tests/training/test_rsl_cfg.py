@@ -45,10 +45,12 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
 
 
 def test_presets_set_what_their_yaml_says() -> None:
-    # Worked from configs/agent/bullet_locomotion.yaml (the task's tuned values over the schema's defaults) and
-    # configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative three things, ppo_safe two more.
+    # Worked from configs/agent/bullet_locomotion.yaml and ant.yaml (the task's tuned values over the schema's
+    # defaults) and configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative three things,
+    # ppo_safe two more.
     plain = build_rsl_rl_cfg(_cfg(), "unused")
-    assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.01
+    assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005  # ant.yaml's
+    assert plain["algorithm"]["learning_rate"] == 1.0e-3 and plain["algorithm"]["desired_kl"] == 0.02  # ant.yaml's
     assert plain["normalize_rewards"] is True
     assert plain["algorithm"]["num_mini_batches"] == 4 and plain["algorithm"]["num_learning_epochs"] == 5
     assert plain["actor"]["hidden_dims"] == [256, 256] and plain["critic"]["obs_normalization"] is True
@@ -61,16 +63,16 @@ def test_presets_set_what_their_yaml_says() -> None:
         "std_range": [1.0e-6, 1.0e6],
     }
     conservative = build_rsl_rl_cfg(_cfg("algo=ppo_conservative"), "unused")
-    assert conservative["algorithm"]["learning_rate"] == 1.0e-3 and conservative["algorithm"]["desired_kl"] == 0.01
+    assert conservative["algorithm"]["learning_rate"] == 1.0e-3 and conservative["algorithm"]["desired_kl"] == 0.02
     assert conservative["algorithm"]["max_grad_norm"] == 1.0 and conservative["reward_clip"] is None  # the task's
     for model in ("actor", "critic"):
         assert conservative[model]["obs_normalization"] is True and conservative[model]["obs_clip"] == 10.0
         assert conservative[model]["hidden_dims"] == [256, 256]  # the task's, unchanged by the preset
     assert conservative["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]
-    assert conservative["num_steps_per_env"] == 64 and conservative["algorithm"]["entropy_coef"] == 0.01
+    assert conservative["num_steps_per_env"] == 64 and conservative["algorithm"]["entropy_coef"] == 0.005
     assert conservative["normalize_rewards"] is True
     safe = build_rsl_rl_cfg(_cfg("algo=ppo_safe"), "unused")
-    assert safe["algorithm"]["learning_rate"] == 3.0e-5 and safe["algorithm"]["desired_kl"] == 0.01
+    assert safe["algorithm"]["learning_rate"] == 3.0e-5 and safe["algorithm"]["desired_kl"] == 0.02
     assert safe["algorithm"]["max_grad_norm"] == 1.0
     assert safe["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]  # ppo_conservative's, inherited
     assert safe["reward_clip"] == 10.0 and safe["actor"]["obs_clip"] == 10.0 and safe["num_steps_per_env"] == 64
