@@ -137,6 +137,8 @@ class GradGuard:
         *,
         world_size: int = 1,
         keep_grads: bool = False,
+        group_names: Sequence[str] = (),
+        max_norm: float | None = None,
     ) -> None:
         """Args:
         groups: One list of ``(name, parameter)`` pairs per clip group (SafePPO: the actor's, the critic's), each in
@@ -144,11 +146,17 @@ class GradGuard:
         mode: ``skip``, ``zero`` or ``raise`` (``off`` means: build no guard).
         world_size: Processes in the default process group (1: single process).
         keep_grads: Keep copies of non-finite gradients in the event (for ``raise`` mode's dump).
+        group_names: One name per group (or none): each named group's norm is reported on its own.
+        max_norm: The clip's threshold, with ``group_names``: how often each group's clip binds is reported.
 
         Raises:
-            ValueError: If ``mode`` is ``off`` or there is no trainable parameter.
+            ValueError: If ``mode`` is ``off``, there is no trainable parameter, or the names do not match the groups.
         """
         self.groups = [list(group) for group in groups]
+        if group_names and len(group_names) != len(self.groups):
+            raise ValueError(f"GradGuard got {len(group_names)} group names for {len(self.groups)} groups")
+        self.group_names = tuple(group_names)
+        self.max_norm = max_norm
         trainable = [p for group in self.groups for _, p in group if p.requires_grad]
         if mode is GuardMode.off or not trainable:
             raise ValueError(f"GradGuard needs mode skip, zero or raise and trainable parameters; got mode {mode.name}")
@@ -192,7 +200,9 @@ class GradGuard:
         Returns:
             The metrics (names of :data:`COUNTER_KEYS`; ``grad_norm_preclip`` and ``grad_norm_preclip_max``, the mean
             and max over applied steps of this rank's gradient norm before the all-reduce and the clip, when a step
-            was applied) and ``extra`` summed over ranks.
+            was applied; per named group ``grad_norm_preclip_<name>``, that group's mean, and with ``max_norm``
+            ``grad_clip_binds_<name>``, the fraction of applied steps whose group norm exceeded it: the steps that
+            ``clip_grad_norm_`` scaled down) and ``extra`` summed over ranks.
         """
         records = self._records
         flat: list[float] = [float(v) for rec in records for v in rec] + [float(self._elements), *map(float, extra)]
@@ -209,10 +219,17 @@ class GradGuard:
         for key in COUNTER_KEYS:
             self.totals[key] += int(metrics[key])
         if self._norms:  # per applied step, the norm of its group norms is the norm of all its gradients
-            norms = torch.linalg.vector_norm(torch.stack([torch.stack(step) for step in self._norms]), dim=1)
-            metrics["grad_norm_preclip"], metrics["grad_norm_preclip_max"] = torch.stack(
-                (norms.mean(), norms.max())
-            ).tolist()
+            per_group = torch.stack([torch.stack(step) for step in self._norms])  # (applied steps, groups)
+            norms = torch.linalg.vector_norm(per_group, dim=1)
+            summary = [norms.mean(), norms.max()]
+            keys = ["grad_norm_preclip", "grad_norm_preclip_max"]
+            for column, name in enumerate(self.group_names):
+                summary.append(per_group[:, column].mean())
+                keys.append(f"grad_norm_preclip_{name}")
+                if self.max_norm is not None:
+                    summary.append((per_group[:, column] > self.max_norm).to(per_group.dtype).mean())
+                    keys.append(f"grad_clip_binds_{name}")
+            metrics.update(zip(keys, torch.stack(summary).tolist(), strict=True))  # one host sync
         self._reset_iteration()
         return metrics, [int(v) for v in flat[3 * len(records) + 1 :]]
 

@@ -124,7 +124,14 @@ class SafePPO(PPO):
         self.guard: GradGuard | None = None
         if mode is not GuardMode.off:
             raising = mode is GuardMode["raise"]
-            self.guard = GradGuard(groups, mode, world_size=self.gpu_world_size, keep_grads=raising)
+            self.guard = GradGuard(
+                groups,
+                mode,
+                world_size=self.gpu_world_size,
+                keep_grads=raising,
+                group_names=("actor", "critic"),
+                max_norm=self.max_grad_norm,
+            )
         self.drill = GradDrill(self.fault_cfg, dict(groups[0] + groups[1]), self.gpu_global_rank)
         self._metrics: dict[str, float] = {}
         self._mb = 0  # the mini-batch being processed, for schedules and messages
@@ -136,8 +143,11 @@ class SafePPO(PPO):
         Keys: ``grad_nonfinite_steps`` (mini-batches with a NaN/Inf loss term or gradient on any rank),
         ``grad_steps_skipped``, ``grad_steps_zeroed``, ``grad_nonfinite_elements``, ``loss_nonfinite``;
         ``grad_norm_preclip`` and ``grad_norm_preclip_max`` (mean and max over applied steps of this rank's
-        actor+critic gradient norm before the all-reduce and the clip; absent when no step was applied); and during a
-        drill ``faults_grad_nonfinite`` and ``faults_loss_nonfinite``. Empty with mode ``off`` and no drill.
+        actor+critic gradient norm before the all-reduce and the clip; absent when no step was applied), the same
+        mean per clip group (``grad_norm_preclip_actor``, ``grad_norm_preclip_critic``) and the fraction of applied
+        steps where each group's clip bound (``grad_clip_binds_actor``, ``grad_clip_binds_critic``; rsl-rl clips the
+        two separately at ``max_grad_norm``); and during a drill ``faults_grad_nonfinite`` and
+        ``faults_loss_nonfinite``. Empty with mode ``off`` and no drill.
         """
         return dict(self._metrics)
 

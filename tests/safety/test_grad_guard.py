@@ -221,6 +221,29 @@ def test_iteration_metrics_worked_example() -> None:
     assert guard.totals["grad_steps_skipped"] == 1
 
 
+def test_named_groups_report_their_norms_and_how_often_their_clip_binds() -> None:
+    # Clip at 10, three applied steps with group norms (5, 12), (0, 0), (13, 10): the actor's mean (5 + 0 + 13) / 3 =
+    # 6, the critic's (12 + 0 + 10) / 3 = 22 / 3; the clip binds above 10 (clip_grad_norm_ scales by 10 / norm):
+    # the actor's once (13), the critic's once (12; 10 itself is left as it is).
+    a, b = nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(1))
+    guard = GradGuard([[("a", a)], [("b", b)]], GuardMode.skip, group_names=("actor", "critic"), max_norm=10.0)
+    for grad_a, grad_b in (([3.0, 4.0], [12.0]), ([0.0, 0.0], [0.0]), ([5.0, 12.0], [10.0])):
+        a.grad, b.grad = torch.tensor(grad_a), torch.tensor(grad_b)
+        assert guard.check({}).step
+    metrics, _ = guard.end_iteration()
+    assert metrics["grad_norm_preclip_actor"] == 6.0
+    assert metrics["grad_norm_preclip_critic"] == pytest.approx(22.0 / 3.0)
+    assert metrics["grad_clip_binds_actor"] == metrics["grad_clip_binds_critic"] == pytest.approx(1.0 / 3.0)
+    # Without a threshold the norms are reported and the binding is not; a name per group or none.
+    guard = GradGuard([[("a", a)], [("b", b)]], GuardMode.skip, group_names=("actor", "critic"))
+    guard.check({})
+    unbounded = guard.end_iteration()[0]
+    assert unbounded["grad_norm_preclip_actor"] == 13.0 and unbounded["grad_norm_preclip_critic"] == 10.0
+    assert not [key for key in unbounded if key.startswith("grad_clip_binds")]
+    with pytest.raises(ValueError, match="1 group names for 2 groups"):
+        GradGuard([[("a", a)], [("b", b)]], GuardMode.skip, group_names=("actor",))
+
+
 def test_helpers_worked_examples() -> None:
     a, b, frozen = nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(1, 1)), nn.Parameter(torch.zeros(3))
     a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([[12.0]])

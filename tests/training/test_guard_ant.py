@@ -38,5 +38,8 @@ def test_a_drilled_ant_run_ends_finite_with_every_fault_accounted_for(tmp_path: 
     skipped = [e.value for e in events.Scalars("Safety/grad_steps_skipped")]
     assert len(skipped) == 3
     assert all(math.isfinite(e.value) for e in events.Scalars("Safety/grad_norm_preclip"))
+    for group in ("actor", "critic"):  # each clip group's own norm, and the fraction of its steps the clip scaled
+        assert len([e for e in events.Scalars(f"Safety/grad_norm_preclip_{group}") if e.value > 0]) == 3
+        assert all(0.0 <= e.value <= 1.0 for e in events.Scalars(f"Safety/grad_clip_binds_{group}"))
     # The logged mean losses leave the skipped mini-batches out, so a contained NaN loss does not turn them NaN.
     assert all(math.isfinite(e.value) for e in events.Scalars("Loss/value"))
