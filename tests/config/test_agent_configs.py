@@ -19,8 +19,6 @@ from robo_safe_rl.errors import ConfigError
 
 #: The Bullet locomotion recipe, which each of the four tasks' agent files starts from.
 AGENT_ANT = yaml.safe_load((Path(config_source()) / "agent" / "bullet_locomotion.yaml").read_text(encoding="utf-8"))
-#: What the Ant's own file changes over the recipe.
-ANT_ONLY = yaml.safe_load((Path(config_source()) / "agent" / "ant.yaml").read_text(encoding="utf-8"))
 
 
 def test_the_ant_brings_its_tuned_values() -> None:
@@ -30,15 +28,11 @@ def test_the_ant_brings_its_tuned_values() -> None:
     assert RunnerConfig().normalize_rewards is False
     assert cfg.algorithm.use_clipped_value_loss is AGENT_ANT["algorithm"]["use_clipped_value_loss"] is False
     assert cfg.actor.hidden_dims == AGENT_ANT["actor"]["hidden_dims"] == cfg.critic.hidden_dims
-    # The Ant's own file wins over the recipe for the two values it screened.
+    # The recipe's KL target and entropy, over the schema's generic ones.
+    assert cfg.algorithm.desired_kl == AGENT_ANT["algorithm"]["desired_kl"] == 0.02 != AlgorithmConfig().desired_kl
     assert (
-        cfg.algorithm.desired_kl
-        == ANT_ONLY["algorithm"]["desired_kl"]
-        == 0.02
-        != AGENT_ANT.get("algorithm", {}).get("desired_kl", AlgorithmConfig().desired_kl)
+        cfg.algorithm.entropy_coef == AGENT_ANT["algorithm"]["entropy_coef"] == 0.005 != AlgorithmConfig().entropy_coef
     )
-    assert cfg.algorithm.entropy_coef == ANT_ONLY["algorithm"]["entropy_coef"] == 0.005
-    assert AGENT_ANT["algorithm"]["entropy_coef"] == 0.01
 
 
 @pytest.mark.parametrize("task", ["half_cheetah", "hopper", "walker2d"])
@@ -46,8 +40,7 @@ def test_the_walkers_bring_the_locomotion_recipe(task: str) -> None:
     cfg = to_train_config(compose([f"task={task}", "run_dir=x"]))
     assert cfg.runner.num_steps_per_env == AGENT_ANT["runner"]["num_steps_per_env"]
     assert cfg.actor.obs_normalization is AGENT_ANT["actor"]["obs_normalization"] is True
-    # The Ant's own values stay the Ant's.
-    assert (cfg.algorithm.desired_kl, cfg.algorithm.entropy_coef) == (AlgorithmConfig().desired_kl, 0.01)
+    assert (cfg.algorithm.desired_kl, cfg.algorithm.entropy_coef) == (0.02, 0.005)  # the recipe's, as the Ant's
 
 
 def test_an_override_and_a_preset_change_the_tuned_values() -> None:

@@ -19,8 +19,8 @@ def test_defaults_compose_to_the_documented_values(tmp_path: Path) -> None:
     cfg = to_train_config(compose([f"run_dir={tmp_path}"]))
     assert isinstance(cfg, TrainConfig)
     assert (cfg.task.name, cfg.task.env_id, cfg.task.num_envs) == ("ant", "RoboSafe/Ant-v0", 16)
-    # rsl-rl / Isaac Lab locomotion defaults (the schema's), with the Ant's KL target and entropy of
-    # configs/agent/ant.yaml.
+    # rsl-rl / Isaac Lab locomotion defaults (the schema's), with the KL target and entropy of
+    # configs/agent/bullet_locomotion.yaml.
     algo = cfg.algorithm
     assert (algo.learning_rate, algo.schedule.value, algo.desired_kl, algo.max_grad_norm) == (
         1e-3,

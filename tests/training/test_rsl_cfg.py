@@ -45,12 +45,11 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
 
 
 def test_presets_set_what_their_yaml_says() -> None:
-    # Worked from configs/agent/bullet_locomotion.yaml and ant.yaml (the task's tuned values over the schema's
-    # defaults) and configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative three things,
-    # ppo_safe two more.
+    # Worked from configs/agent/bullet_locomotion.yaml (the task's tuned values over the schema's defaults) and
+    # configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative three things, ppo_safe two more.
     plain = build_rsl_rl_cfg(_cfg(), "unused")
-    assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005  # ant.yaml's
-    assert plain["algorithm"]["learning_rate"] == 1.0e-3 and plain["algorithm"]["desired_kl"] == 0.02  # ant.yaml's
+    assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005  # the recipe's
+    assert plain["algorithm"]["learning_rate"] == 1.0e-3 and plain["algorithm"]["desired_kl"] == 0.02  # the recipe's
     assert plain["normalize_rewards"] is True
     assert plain["algorithm"]["num_mini_batches"] == 4 and plain["algorithm"]["num_learning_epochs"] == 5
     assert plain["actor"]["hidden_dims"] == [256, 256] and plain["critic"]["obs_normalization"] is True
