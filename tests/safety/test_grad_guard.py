@@ -224,7 +224,7 @@ def test_iteration_metrics_worked_example() -> None:
 def test_named_groups_report_their_norms_and_how_often_their_clip_binds() -> None:
     # Clip at 10, three applied steps with group norms (5, 12), (0, 0), (13, 10): the actor's mean (5 + 0 + 13) / 3 =
     # 6, the critic's (12 + 0 + 10) / 3 = 22 / 3; the clip binds above 10 (clip_grad_norm_ scales by 10 / norm):
-    # the actor's once (13), the critic's once (12; 10 itself is left as it is).
+    # the actor's once (13), the critic's once (12; at 10 its factor 10 / (10 + 1e-6) is rounding, not a clip).
     a, b = nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(1))
     guard = GradGuard([[("a", a)], [("b", b)]], GuardMode.skip, group_names=("actor", "critic"), max_norm=10.0)
     for grad_a, grad_b in (([3.0, 4.0], [12.0]), ([0.0, 0.0], [0.0]), ([5.0, 12.0], [10.0])):
