@@ -2,7 +2,7 @@
 
 python tools/bench.py [--only SECTION,...] [--quick] [--write BENCHMARKS.md]
 
-Sections: env, safestep, guard, checkpoint (the default set), presets, workers, learning, schedule, a1.
+Sections: env, safestep, guard, checkpoint (the default set), presets, workers, wake, learning, schedule, a1.
 """
 
 from __future__ import annotations

@@ -274,6 +274,29 @@ def section_workers(quick: bool) -> str:
     )
 
 
+def section_wake(quick: bool) -> str:
+    """One worker hand-over alone: a byte to a process waiting on its pipe and a byte back, to another core, on the
+    same core, and to another core whose process polls instead of blocking."""
+    from benchmarks.wake import bench_wake
+
+    r = bench_wake(round_trips=50 if quick else 1000, rounds=1 if quick else 3)
+    if "skipped" in r:
+        return f"Not measured: {r['skipped']}."
+    labels = {
+        "other_core": "to another core, waiting in `poll` (a worker between steps)",
+        "same_core": "on the trainer's own core",
+        "other_core_polling": "to another core, polling without blocking (no idle core to wake)",
+    }
+    rows = [[labels[c], f"{v['median_us']:,.0f}", f"{v['p90_us']:,.0f}"] for c, v in r["cases"].items()]
+    note = (
+        f"{r['rounds']} interleaved rounds of {r['round_trips']} round trips per case; the trainer's side pinned to "
+        f"core {r['cores'][0]}, another core: {r['cores'][1]}; {r['gap_s'] * 1e3:g} ms of work between two round "
+        "trips. Each is one byte each way over a socket pair (`multiprocessing.connection.Connection`, one "
+        "`select.poll`), as one env worker's step is."
+    )
+    return _table(["one hand-over", "round trip, us (median)", "90th percentile, us"], rows) + "\n\n" + note
+
+
 #: The schedule probe's cases: (label, overrides, iterations); equal env steps each (30 x 1,024 = 80 x 384 = 30,720).
 SCHEDULE_CASES: tuple[tuple[str, list[str], int], ...] = (
     ("generic defaults: 16 x 24 steps, 4 mini-batches of 96, raw inputs", ["~agent"], 80),
@@ -505,6 +528,7 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
     "checkpoint": section_checkpoint,
     "presets": section_presets,
     "workers": section_workers,
+    "wake": section_wake,
     "learning": section_learning,
     "schedule": section_schedule,
     "a1": section_a1,
