@@ -25,4 +25,5 @@ def test_quick_workers_section(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ):
         assert f"| {row}" in out, row
     assert "| 2 workers, 1 torch thread |" in out
+    assert "Training iterations: `task=ant` with its tuned values, 16 envs x 8 steps" in out
     assert doc.read_text().count("<!-- bench:workers -->") == 1

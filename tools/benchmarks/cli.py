@@ -253,7 +253,8 @@ def section_workers(quick: bool) -> str:
         rows.append(row(f"free raw PyBullet stepping, {w} process(es)", f"free_raw_{w}", None))
     header = ["16 Ant envs", "env-steps/s (median)", "vs in the trainer", "vs free env.step, same processes",
               "vs raw stepping, same processes"]  # fmt: skip
-    it = bench_iterations(ANT, iterations=1 if quick else 3, repeats=2 if quick else 5, workers=2)
+    quick_it = ("runner.num_steps_per_env=8",) if quick else ()
+    it = bench_iterations("ant", iterations=1 if quick else 3, repeats=2 if quick else 5, workers=2, overrides=quick_it)
     secs, speedup = it["seconds_per_iteration"], it["speedup"]
     labels = {"in_process": "envs in the trainer, 1 torch thread", "workers_2": "2 workers, 1 torch thread",
               "workers_2_2_threads": "2 workers, 2 torch threads"}  # fmt: skip
@@ -262,8 +263,9 @@ def section_workers(quick: bool) -> str:
         f"{r['steps']} vector steps ({r['steps'] * r['num_envs']:,} env steps) per measurement, {r['repeats']} "
         "interleaved rounds, every env in SafeStep with the defaults. Free stepping: each process steps its share of "
         "the envs round-robin with no synchronisation at all (`env.step()`, or the task's `raw_step`: torques and "
-        f"`stepSimulation` only). Training iterations: {it['num_envs']} envs x {it['steps_per_env']} steps and the "
-        f"PPO update, {it['repeats']} alternating blocks of {it['iterations_per_block']} iterations."
+        f"`stepSimulation` only). Training iterations: `task={it['task']}` with its tuned values, "
+        f"{it['num_envs']} envs x {it['steps_per_env']} steps and the PPO update, {it['repeats']} alternating "
+        f"blocks of {it['iterations_per_block']} iterations."
     )
     return (
         _table(header, rows)

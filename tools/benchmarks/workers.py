@@ -14,8 +14,9 @@ same pre-drawn actions in [-1, 1]:
   no reward, no SafeStep): PyBullet's own limit in P processes.
 
 The cases run in interleaved rounds (medians reported), each case built once and warmed up first. Then whole
-training iterations (rollout + PPO update) with the envs in the trainer and in workers, in alternating blocks, and
-with the workers at 1 and 2 torch threads in the trainer (``torch_threads``).
+training iterations (rollout + PPO update) of the Ant's tuned values, as ``task=ant`` trains, with the envs in the
+trainer and in workers, in alternating blocks, and with the workers at 1 and 2 torch threads in the trainer
+(``torch_threads``).
 """
 
 from __future__ import annotations
@@ -173,11 +174,14 @@ def bench_env_rates(
 
 
 def bench_iterations(
-    env_id: str, num_envs: int = 16, steps_per_env: int = 24, iterations: int = 3, repeats: int = 5, workers: int = 2
+    task: str = "ant", iterations: int = 3, repeats: int = 5, workers: int = 2, overrides: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    """Seconds per training iteration: envs in the trainer (1 torch thread), in ``workers`` workers with 1 and with 2
-    torch threads; alternating blocks of ``iterations`` iterations, medians of ``repeats``."""
-    from robo_safe_rl.config.schema import RunnerConfig, TaskConfig, TrainConfig
+    """Seconds per training iteration of ``task`` with its tuned values (``configs/agent/<task>.yaml``, composed as
+    ``tools/train.py task=<task>`` composes them, with ``overrides``): envs in the trainer (1 torch thread), in
+    ``workers`` workers with 1 and with 2 torch threads; alternating blocks of ``iterations`` iterations, medians of
+    ``repeats``."""
+    from robo_safe_rl.apps.train import seed_everything, to_train_config
+    from robo_safe_rl.config.compose import compose
     from robo_safe_rl.training.env_builder import build_vec_env
     from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
     from robo_safe_rl.training.runner import SafeRunner
@@ -187,12 +191,9 @@ def bench_iterations(
     with tempfile.TemporaryDirectory(prefix="bench_workers_") as tmp:
         runners = {}
         for name, (w, _) in variants.items():
-            cfg = TrainConfig(
-                task=TaskConfig(name="bench", env_id=env_id, num_envs=num_envs, num_workers=w),
-                runner=RunnerConfig(num_steps_per_env=steps_per_env, experiment_name="bench"),
-                run_dir=f"{tmp}/{name}",
-            )
-            torch.manual_seed(cfg.seed)
+            args = [f"task={task}", f"task.num_workers={w}", f"run_dir={tmp}/{name}", *overrides]
+            cfg = to_train_config(compose(args))
+            seed_everything(cfg.seed)
             env = build_vec_env(cfg, incidents_dir=None)
             runners[name] = SafeRunner(env, build_rsl_rl_cfg(cfg, cfg.run_dir), None, "cpu", cfg.safety.recovery)
         wall: dict[str, list[float]] = {name: [] for name in variants}
@@ -213,8 +214,9 @@ def bench_iterations(
                 runner.env.close()
     seconds = {name: statistics.median(values) for name, values in wall.items()}
     return {
-        "num_envs": num_envs,
-        "steps_per_env": steps_per_env,
+        "task": task,
+        "num_envs": cfg.task.num_envs,
+        "steps_per_env": cfg.runner.num_steps_per_env,
         "iterations_per_block": iterations,
         "repeats": repeats,
         "seconds_per_iteration": seconds,
