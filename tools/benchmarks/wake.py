@@ -44,6 +44,13 @@ def _echo(conn: Connection, cpu: int, polling: bool) -> None:
         conn.send_bytes(b"k")
 
 
+def _exchange(conn: Connection, poller: select.poll) -> None:
+    """One step's hand-over, as the trainer makes it: a byte out, a wait on the pipe, a byte back."""
+    conn.send_bytes(b"s")
+    poller.poll()
+    conn.recv_bytes()
+
+
 def _busy(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -82,15 +89,11 @@ def bench_wake(round_trips: int = 1000, rounds: int = 3, gap_s: float = 1e-3) ->
                 theirs.close()
                 poller = select.poll()
                 poller.register(ours.fileno(), select.POLLIN)
-                ours.send_bytes(b"s")  # the first exchange waits for the echo to start
-                poller.poll()
-                ours.recv_bytes()
+                _exchange(ours, poller)  # the first one waits for the echo to start
                 for _ in range(round_trips):
                     _busy(gap_s)
                     start = time.perf_counter()
-                    ours.send_bytes(b"s")
-                    poller.poll()
-                    ours.recv_bytes()
+                    _exchange(ours, poller)
                     trips[case].append(time.perf_counter() - start)
                 ours.send_bytes(QUIT)
                 echo.join(10)
