@@ -50,8 +50,10 @@ def banner(node: DictConfig, cfg: TrainConfig, device: str, checkpoint: Path | N
     world = int(os.environ.get("WORLD_SIZE", "1"))
     envs = f"{cfg.task.num_envs} envs" + (f" per rank x {world} ranks" if world > 1 else "")
     # The count the env builder will start (task.num_workers, or the automatic one from this rank's cores).
-    workers = resolve_num_workers(cfg.task.num_workers, cfg.task.num_envs, len(rank_cpus()[0]))
+    task = cfg.task
+    workers = resolve_num_workers(task.num_workers, task.num_envs, len(rank_cpus()[0]), task.trainer_block)
     envs += f", {workers} env worker process{'es' if workers != 1 else ''}" if workers else ", stepped in this process"
+    envs += " and a block in this process" if workers and task.trainer_block else ""
     iterations = f"{cfg.runner.max_iterations}" + (f" (resumed from {checkpoint})" if checkpoint is not None else "")
     rows = [
         ("Run directory", str(cfg.run_dir)),

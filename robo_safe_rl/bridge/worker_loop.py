@@ -27,6 +27,7 @@ import os
 import pickle
 import select
 import signal
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,20 +140,86 @@ def relay_logs(records: list[logging.LogRecord]) -> None:
         logging.getLogger(record.name).handle(record)
 
 
+class EnvBlock:
+    """A contiguous block of a batch's envs and their rows of the shared arrays: what a worker steps, and what the
+    trainer steps itself beside its workers (``task.trainer_block``). Both step it with the same code, so the rows
+    hold the same numbers wherever the block lives."""
+
+    def __init__(self, envs: list[gym.Env]) -> None:
+        self.envs = envs
+        self.tallies = [EnvTally(env) for env in envs]
+        self.arrays: SharedArrays | None = None
+        self.lo = 0
+
+    def add(self, env: gym.Env) -> None:
+        """Append one env to the block (before :meth:`attach`)."""
+        self.envs.append(env)
+        self.tallies.append(EnvTally(env))
+
+    def attach(self, arrays: SharedArrays, lo: int) -> None:
+        """Take rows ``lo ..`` of ``arrays``; the counters continue from what those rows hold."""
+        self.arrays, self.lo = arrays, lo
+        for j, tally in enumerate(self.tallies):
+            i = lo + j
+            tally.load(arrays.counters[i], arrays.injected[i])
+            arrays.armed[i] = tally.armed
+
+    def reset(self, seeds: list[int]) -> None:
+        """Reset env ``j`` with ``seeds[j]``; its first observation goes into its row."""
+        a = self.arrays
+        for j, (env, seed) in enumerate(zip(self.envs, seeds, strict=True)):
+            i = self.lo + j
+            a.obs[i] = env.reset(seed=seed)[0]
+            self.tallies[j].publish(a.counters[i], a.injected[i])
+
+    def step(self) -> None:
+        """Step every env with the action in its row; results and counters go into its rows."""
+        a, lo = self.arrays, self.lo
+        # A fresh copy, as the adapter's per-step array in one process: an env may keep the action it was given.
+        actions = np.array(a.actions[lo : lo + len(self.envs)])
+        for j, env in enumerate(self.envs):
+            i = lo + j
+            a.obs[i], a.rewards[i], a.terminated[i], a.truncated[i] = step_and_reset(env, actions[j], a.terms[i])
+            self.tallies[j].publish(a.counters[i], a.injected[i])
+
+    def close(self) -> None:
+        """Close the envs (their physics clients)."""
+        for env in self.envs:
+            env.close()
+
+
+def wait_readable(poller: select.poll, timeout_s: float, spin_s: float) -> bool:
+    """Whether ``poller``'s pipe became readable within ``timeout_s``, polling without blocking for the first
+    ``spin_s`` (``0``: block at once). A process alone on its core spins: blocked, its core goes idle, and waking
+    an idle core costs several times a byte's hand-over on some machines (BENCHMARKS.md, one worker's hand-over);
+    one that shares its core must not, or it holds the core from the process it waits for."""
+    if spin_s > 0.0:
+        deadline = time.perf_counter() + min(spin_s, timeout_s)
+        while time.perf_counter() < deadline:
+            if poller.poll(0):
+                return True
+        timeout_s -= spin_s
+    return bool(poller.poll(max(timeout_s, 0.0) * 1e3))
+
+
 class _Worker:
-    """A worker's envs and its side of the protocol (module docstring)."""
+    """A worker's block of envs and its side of the protocol (module docstring)."""
 
     def __init__(
-        self, conn: Connection, envs: list[gym.Env], recorder: PartRecorder | None, shared_fd: int, relay: LogRelay
+        self,
+        conn: Connection,
+        envs: list[gym.Env],
+        recorder: PartRecorder | None,
+        shared_fd: int,
+        relay: LogRelay,
+        spin_s: float = 0.0,
     ) -> None:
         self.conn = conn
         self.shared_fd = shared_fd
         self.relay = relay
-        self.envs = envs
+        self.block = EnvBlock(envs)
         self.recorder = recorder
-        self.tallies = [EnvTally(env) for env in envs]
-        self.arrays: SharedArrays | None = None
-        self.lo = 0
+        self.spin_s = spin_s
         self.parent = os.getppid()
         self.poller = select.poll()  # made once: Connection.poll builds a selector on every call
         self.poller.register(conn.fileno(), select.POLLIN)
@@ -160,7 +227,7 @@ class _Worker:
     def serve(self) -> None:
         """Answer messages until told to close or orphaned."""
         while True:
-            if not self.poller.poll(PARENT_CHECK_S * 1e3):
+            if not wait_readable(self.poller, PARENT_CHECK_S, self.spin_s):
                 if os.getppid() != self.parent:
                     return  # orphaned: the trainer is gone
                 continue
@@ -172,7 +239,7 @@ class _Worker:
                 return
             try:
                 if message == STEP:
-                    self._step()
+                    self.block.step()
                 else:
                     self._command(pickle.loads(message))
             except BaseException as err:
@@ -181,39 +248,22 @@ class _Worker:
             records = self.relay.take()
             self.conn.send_bytes(pickle.dumps(("done", None, records)) if records else DONE)
 
-    def _step(self) -> None:
-        a, lo = self.arrays, self.lo
-        hi = lo + len(self.envs)
-        # A fresh copy, as the adapter's per-step array in one process: an env may keep the action it was given.
-        actions = np.array(a.actions[lo:hi])
-        for j, env in enumerate(self.envs):
-            i = lo + j
-            a.obs[i], a.rewards[i], a.terminated[i], a.truncated[i] = step_and_reset(env, actions[j], a.terms[i])
-            self.tallies[j].publish(a.counters[i], a.injected[i])
-
     def _command(self, command: tuple) -> None:
         if command[0] == "attach":
-            _, layout, self.lo = command
-            self.arrays = SharedArrays(layout, self.shared_fd)
+            _, layout, lo = command
+            arrays = SharedArrays(layout, self.shared_fd)
             if self.recorder is not None:
-                self.recorder.header = self.arrays.header
-            for j, tally in enumerate(self.tallies):
-                i = self.lo + j
-                tally.load(self.arrays.counters[i], self.arrays.injected[i])
-                self.arrays.armed[i] = tally.armed
+                self.recorder.header = arrays.header
+            self.block.attach(arrays, lo)
         elif command[0] == "reset":
-            for j, (env, seed) in enumerate(zip(self.envs, command[1], strict=True)):
-                i = self.lo + j
-                self.arrays.obs[i] = env.reset(seed=seed)[0]
-                self.tallies[j].publish(self.arrays.counters[i], self.arrays.injected[i])
+            self.block.reset(command[1])
         else:
             raise ValueError(f"unknown worker command {command[0]!r}")
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
-        if self.arrays is not None:
-            self.arrays.release()
+        self.block.close()
+        if self.block.arrays is not None:
+            self.block.arrays.release()
         if self.recorder is not None:
             self.recorder.header = None
 
@@ -250,6 +300,7 @@ def worker_main(
     cpus: list[int] | None,
     name: str = "env worker",
     log_level: int = logging.WARNING,
+    spin_s: float = 0.0,
 ) -> None:
     """The body of a worker process: build envs ``indices`` with ``factory``, then serve (module docstring).
 
@@ -262,6 +313,7 @@ def worker_main(
         cpus: Cores to run on (the rank's share under torchrun); ``None`` leaves the affinity alone.
         name: How the worker's log messages start (``env worker 1``).
         log_level: The trainer's logging level.
+        spin_s: Seconds to poll for the next message before blocking (:func:`wait_readable`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     relay = LogRelay(name)
@@ -275,7 +327,7 @@ def worker_main(
     try:
         for index in indices:
             envs.append(factory(index, recorder))
-        worker = _Worker(conn, envs, recorder, shared_fd, relay)
+        worker = _Worker(conn, envs, recorder, shared_fd, relay, spin_s)
         conn.send_bytes(pickle.dumps(("ready", [EnvInfo.of(env) for env in envs], relay.take())))
     except BaseException as err:
         send_error(conn, err)

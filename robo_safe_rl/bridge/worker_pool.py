@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
-from robo_safe_rl.bridge.worker_loop import CLOSE
+from robo_safe_rl.bridge.worker_loop import CLOSE, wait_readable
 from robo_safe_rl.bridge.worker_shared import Layout, SharedArrays
 
 #: Seconds a worker gets to exit after ``close`` (or to be reaped after its death) before it is killed.
@@ -123,9 +123,12 @@ class WorkerPool:
 
     Args:
         timeout_s: Seconds a worker may take to answer before it is treated as dead and killed.
+        spin_s: Seconds :meth:`collect` polls for a step's reply before it blocks (``0``: block at once; only for a
+            trainer with a core to itself, :func:`~robo_safe_rl.bridge.worker_loop.wait_readable`).
     """
 
     timeout_s: float
+    spin_s: float = 0.0
     handles: dict[int, WorkerHandle] = field(default_factory=dict)
     #: The shared file (:meth:`SharedArrays.create_file`), inherited by every worker.
     shared_fd: int = field(default_factory=SharedArrays.create_file)
@@ -176,10 +179,11 @@ class WorkerPool:
         deadline = time.monotonic() + timeout
         replies: dict[int, bytes] = {}
         dead: dict[int, Death] = {}
+        spin_s = 0.0 if starting else self.spin_s
         for k in ks:
             handle = self.handles[k]
             try:
-                if handle.poller.poll(max(deadline - time.monotonic(), 0.0) * 1e3):
+                if wait_readable(handle.poller, deadline - time.monotonic(), spin_s):
                     replies[k] = handle.conn.recv_bytes()
                     continue
                 hung = True
@@ -278,8 +282,9 @@ def rank_cpus() -> tuple[list[int], bool]:
 
 def pin_one_per_core(requested: bool, workers: int, cores: int) -> bool:
     """Whether a rank's workers are pinned one per core (``task.pin_workers``): when asked, where the system can pin
-    (Linux), and only when the workers take every core of the rank; with fewer, every run started on the machine
-    would pin its workers to the same first cores."""
+    (Linux), and only when the processes that step envs (the workers, and the trainer with a block of its own) take
+    every core of the rank; with fewer, every run started on the machine would pin its workers to the same first
+    cores."""
     return requested and hasattr(os, "sched_setaffinity") and workers >= cores
 
 
@@ -289,11 +294,14 @@ def pin_one_per_core(requested: bool, workers: int, cores: int) -> bool:
 MIN_ENVS_PER_WORKER = 4
 
 
-def resolve_num_workers(requested: int | None, num_envs: int, cores: int) -> int:
-    """Worker processes for ``num_envs`` envs: ``requested`` (at most one per env), or with ``None`` one per core of
-    the rank, with :data:`MIN_ENVS_PER_WORKER` envs each at least, and none when that makes fewer than 2 (one worker
-    only adds a hand-over to the stepping, and on one core the learner and the envs take turns anyway)."""
+def resolve_num_workers(requested: int | None, num_envs: int, cores: int, trainer_block: bool = False) -> int:
+    """Worker processes for ``num_envs`` envs: ``requested`` (at most one per env, one fewer with a trainer block), or
+    with ``None`` one block per core of the rank, with :data:`MIN_ENVS_PER_WORKER` envs each at least, and none when
+    that makes fewer than 2 blocks (one worker alone only adds a hand-over to the stepping, and on one core the learner
+    and the envs take turns anyway). With ``trainer_block`` the trainer steps one of the blocks itself, so it takes one
+    block, and one core, from the workers (2 cores: 1 worker)."""
+    own = 1 if trainer_block else 0
     if requested is not None:
-        return min(requested, num_envs)
-    auto = min(cores, num_envs // MIN_ENVS_PER_WORKER)
-    return auto if auto >= 2 else 0
+        return min(requested, num_envs - own)
+    blocks = min(cores, num_envs // MIN_ENVS_PER_WORKER)
+    return blocks - own if blocks >= 2 else 0

@@ -11,6 +11,10 @@ Why processes: PyBullet's ``stepSimulation`` holds the GIL, so threads step no f
 one process per env (gymnasium's ``AsyncVectorEnv``): one process per core is the most that can step at once; more
 only add context switches, a pickled observation per env per step, and about 28 MiB per PyBullet client.
 
+With ``trainer_block`` the trainer steps the first block itself between sending the byte and waiting for the
+answers: on 2 cores, 8 envs in the trainer and 8 in one worker, each process alone on its core and polling for the
+other instead of blocking (BENCHMARKS.md, env workers). Those envs are in the trainer's process, as with no workers.
+
 A worker that dies (a signal: segfault, OOM kill, PyBullet's abort) is seen in the step where it happens: its pipe
 reads EOF. One that does not answer a step within ``timeout_s`` is killed and treated the same. It is started again,
 its envs reset (with seeds derived from the run's), and their transitions end as ``terminated`` with the SafeStep
@@ -28,19 +32,28 @@ from __future__ import annotations
 import logging
 import pickle
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
 from robo_safe_rl.bridge.env_batch import WORKER_COUNTER_NAMES, BatchStep, EnvInfo
 from robo_safe_rl.bridge.incidents import Incident, IncidentRecorder
 from robo_safe_rl.bridge.safe_step import COUNTER_NAMES
-from robo_safe_rl.bridge.worker_loop import DONE, STEP, Caps, EnvFactory, relay_logs
+from robo_safe_rl.bridge.worker_loop import DONE, STEP, Caps, EnvBlock, EnvFactory, relay_logs
 from robo_safe_rl.bridge.worker_pool import Death, WorkerPool, WorkerTraceback, current_cpu, split_rows
 from robo_safe_rl.bridge.worker_shared import FAULT_KINDS, HEADER_GLOBAL_STEP, HEADER_ITERATION, Layout, SharedArrays
 from robo_safe_rl.errors import WorkerCrashError
 from robo_safe_rl.safety.incident_kinds import IncidentKind
 
 logger = logging.getLogger(__name__)
+
+#: Seconds the trainer and each worker poll for the other's byte before blocking, when every process stepping envs
+#: has a core to itself. Longer than the trainer's serial work between two steps (the policy, the copies: about 1 ms
+#: for the Ant on 2 cores) and the spread of two blocks' step times, so a worker rarely blocks within a rollout; short
+#: enough that waiting through an update costs a worker 2 ms of its core. Measured on the 2-core EPYC (BENCHMARKS.md,
+#: env workers): 16 Ant envs, 8 in the trainer and 8 in one worker, 1.72-1.80x the envs in the trainer spinning,
+#: 1.51-1.55x blocking.
+SPIN_S = 0.002
 
 
 class WorkerEnvBatch:
@@ -57,7 +70,13 @@ class WorkerEnvBatch:
             reset get at least :data:`~robo_safe_rl.bridge.worker_pool.START_TIMEOUT_S`).
         max_crashes: Crashes in a row of one worker that stop the run.
         cpus: Cores the workers run on (the rank's share under torchrun); ``None`` leaves the affinity alone.
-        pin: Pin worker ``k`` to core ``cpus[k % len(cpus)]`` alone, instead of letting it run on any of ``cpus``.
+        pin: Pin worker ``k`` to core ``cpus[k % len(cpus)]`` alone (``cpus[(k + 1) % len(cpus)]`` with a trainer
+            block, leaving the first core to the trainer), instead of letting it run on any of ``cpus``.
+        trainer_block: The trainer steps the first block of envs itself, while the workers step theirs
+            (``task.trainer_block``): one worker fewer for the same blocks, and no wait for the trainer's own core
+            to be woken. When every process then has a core to itself (pinned, as many processes as cores), the
+            trainer and the workers poll for each other's byte for :data:`SPIN_S` before blocking. An env of the
+            trainer's block is as exposed as in one process: a physics engine that aborts there ends the run.
 
     Raises:
         WorkerCrashError: If a worker cannot be started ``max_crashes`` times in a row.
@@ -75,6 +94,7 @@ class WorkerEnvBatch:
         max_crashes: int = 3,
         cpus: list[int] | None = None,
         pin: bool = False,
+        trainer_block: bool = False,
     ) -> None:
         self.factory = factory
         self.env_indices = list(env_indices)
@@ -84,15 +104,23 @@ class WorkerEnvBatch:
         self.max_crashes = int(max_crashes)
         self.cpus = cpus
         self.counters = dict.fromkeys(WORKER_COUNTER_NAMES, 0)
-        self._blocks = split_rows(self.num_envs, min(num_workers, self.num_envs))
+        own = 1 if trainer_block else 0
+        blocks = split_rows(self.num_envs, min(num_workers + own, self.num_envs))
+        #: Rows the trainer steps itself (empty without a trainer block), and each worker's.
+        self._local_rows, self._blocks = (blocks[0], blocks[1:]) if trainer_block else (range(0), blocks)
         #: The core each pinned worker runs on.
-        self._cores = {k: cpus[k % len(cpus)] for k in range(len(self._blocks))} if pin and cpus else {}
+        self._cores = {k: cpus[(k + own) % len(cpus)] for k in range(len(self._blocks))} if pin and cpus else {}
+        #: Every process that steps envs has a core to itself: they may spin instead of blocking.
+        alone = bool(trainer_block and self._cores and len(self._blocks) + 1 <= len(set(cpus or [])))
+        self.spin_s = SPIN_S if alone else 0.0
+        self._crash_records_dropped = 0
         self.recorder: IncidentRecorder | None = None
         if caps is not None:
             self.recorder = IncidentRecorder(caps.directory, *caps.part(0, len(self._blocks) + 1))
             self.recorder.set_context(iteration=0, global_step=0)
-        self._pool = WorkerPool(float(timeout_s))
-        self._finalizer = weakref.finalize(self, self._pool.shutdown)
+        self._pool = WorkerPool(float(timeout_s), spin_s=self.spin_s)
+        self._local = EnvBlock([])
+        self._finalizer = weakref.finalize(self, _shutdown, self._pool, self._local)
         self._seed = 0
         self._steps = 0
         self._episode_steps = np.zeros(self.num_envs, dtype=np.int64)
@@ -106,7 +134,11 @@ class WorkerEnvBatch:
     def reset(self, seed: int) -> np.ndarray:
         """Reset env ``i`` with ``seed + i``. Shape of the result: (num_envs, num_obs), float32."""
         self._seed = seed
-        self._exchange(lambda k: ("reset", [seed + i for i in self._blocks[k]]), ended=None)
+        self._exchange(
+            lambda k: ("reset", [seed + i for i in self._blocks[k]]),
+            ended=None,
+            local=lambda: self._local.reset([seed + i for i in self._local_rows]),
+        )
         self._episode_steps[:] = 0
         return np.array(self._arrays.obs)
 
@@ -121,7 +153,7 @@ class WorkerEnvBatch:
         a.actions[:] = actions
         self._steps += 1
         self._episode_steps += 1
-        self._exchange(None, ended=actions)
+        self._exchange(None, ended=actions, local=self._local.step)
         out = BatchStep(np.array(a.obs), a.rewards.copy(), a.terminated.copy(), a.truncated.copy(), a.terms.copy())
         self._episode_steps[out.terminated | out.truncated] = 0
         a.header[HEADER_GLOBAL_STEP] += self.num_envs
@@ -138,8 +170,7 @@ class WorkerEnvBatch:
     def safety_counters(self) -> dict[str, int]:
         """SafeStep's counters summed over all envs (across restarts), and ``worker_crashes`` / ``worker_restarts``."""
         totals = dict(zip(COUNTER_NAMES, self._arrays.counters.sum(axis=0).tolist(), strict=True))
-        if self.recorder is not None:  # crash records the trainer's part could not keep
-            totals["incidents_dropped"] += self.recorder.dropped
+        totals["incidents_dropped"] += self._crash_records_dropped  # the trainer's block counts its own
         return {**totals, **self.counters}
 
     def faults_injected(self) -> dict[str, int]:
@@ -166,11 +197,14 @@ class WorkerEnvBatch:
 
     # ------------------------------------------------------------------------------------------- start-up
     def _start(self) -> list[EnvInfo]:
-        """Start every worker, learn the envs' spaces, share the arrays with them."""
+        """Start every worker (and build the trainer's block while they start), learn the envs' spaces, share the
+        arrays with them."""
         infos: dict[int, list[EnvInfo]] = {}
         pending = list(range(len(self._blocks)))
         for k in pending:
             self._launch(k)
+        for i in self._local_rows:
+            self._local.add(self.factory(self.env_indices[i], self.recorder))
         while pending:
             replies, dead = self._pool.collect(pending, starting=True)
             infos.update({k: self._ready(reply) for k, reply in replies.items()})
@@ -178,11 +212,13 @@ class WorkerEnvBatch:
                 self._crashed(k, death, "while starting")
                 self._launch(k)
             pending = sorted(dead)
-        flat = [info for k in range(len(self._blocks)) for info in infos[k]]
+        flat = [EnvInfo.of(env) for env in self._local.envs]
+        flat += [info for k in range(len(self._blocks)) for info in infos[k]]
         obs_shape, act_shape = flat[0].observation_space.shape, flat[0].action_space.shape
         num_terms = len(flat[0].reward_terms)
         self._layout = Layout(self.num_envs, int(np.prod(obs_shape)), int(np.prod(act_shape)), num_terms)
-        self._pool.map(self._layout)
+        arrays = self._pool.map(self._layout)
+        self._local.attach(arrays, 0)
         self._exchange(lambda k: ("attach", self._layout, self._blocks[k].start), ended=None)
         return flat
 
@@ -192,7 +228,7 @@ class WorkerEnvBatch:
         indices = [self.env_indices[i] for i in rows]
         level = logging.getLogger().getEffectiveLevel()
         cpus = [self._cores[k]] if k in self._cores else self.cpus
-        self._pool.launch(k, rows, (self.factory, indices, part, cpus, f"env worker {k}", level))
+        self._pool.launch(k, rows, (self.factory, indices, part, cpus, f"env worker {k}", level, self.spin_s))
 
     def _ready(self, reply: bytes) -> list[EnvInfo]:
         message = _unpack(reply)
@@ -201,14 +237,20 @@ class WorkerEnvBatch:
         return message[1]
 
     # ------------------------------------------------------------------------------------------- exchange
-    def _exchange(self, command: object, ended: np.ndarray | None) -> None:
-        """Send a step (``command=None``) or ``command(k)`` to every worker, wait for all, replace the dead.
+    def _exchange(self, command: object, ended: np.ndarray | None, local: Callable[[], None] | None = None) -> None:
+        """Send a step (``command=None``) or ``command(k)`` to every worker, run ``local`` (the trainer's block)
+        meanwhile, wait for all, replace the dead.
 
-        ``ended``: the step's actions, when the transitions of a dead worker's envs must be ended.
+        ``ended``: the step's actions, when the transitions of a dead worker's envs must be ended. What ``local``
+        raises is raised once every worker has answered (the next exchange must not read this one's replies).
         """
         for k in self.wake_order() if command is None else list(self._pool.handles):
             self._pool.send(k, STEP if command is None else pickle.dumps(command(k)))
-        replies, dead = self._pool.collect(sorted(self._pool.handles), starting=command is not None)
+        try:
+            if local is not None:
+                local()
+        finally:
+            replies, dead = self._pool.collect(sorted(self._pool.handles), starting=command is not None)
         for reply in replies.values():
             if reply != DONE:
                 _unpack(reply)
@@ -294,7 +336,7 @@ class WorkerEnvBatch:
         extra["hung_s"] = death.hung_s
         for row in self._pool.handles[k].rows:
             info = self.infos[row]
-            self.recorder.record(
+            self._crash_records_dropped += not self.recorder.record(
                 Incident(
                     kind=IncidentKind.worker_crash,
                     source="env_worker",
@@ -314,6 +356,14 @@ class WorkerEnvBatch:
                     extra=extra,
                 )
             )
+
+
+def _shutdown(pool: WorkerPool, local: EnvBlock) -> None:
+    """Close the trainer's block and stop the workers (the batch's finaliser: it must not hold the batch)."""
+    try:
+        local.close()
+    finally:
+        pool.shutdown()
 
 
 def _unpack(reply: bytes) -> tuple:

@@ -51,6 +51,14 @@ class TaskConfig:
     two sets of 3 runs): 2 pinned workers stepped the Ant at 1.69-1.73x the envs in the trainer, 2 the scheduler
     places at 1.59-1.68x (it often wakes a worker on the trainer's own core, and the two take turns). ``false`` lets
     the scheduler place them within the rank's cores (a machine shared with other jobs that are pinned themselves)."""
+    trainer_block: bool = False
+    """The training process steps one block of envs itself while the workers step theirs, and takes one block and
+    one core from the workers' automatic count (2 cores: 1 worker). Pinned, each process then has a core to itself,
+    and the trainer and the workers poll for each other instead of blocking. Measured on a 2-core AMD EPYC
+    (BENCHMARKS.md, env workers): the Ant's 16 envs at about 1.8x the envs in the trainer, against about 1.5x for 2
+    workers. The price: the trainer's envs are not isolated, so a physics engine that aborts its process (PyBullet
+    on some bad render requests) ends the run there, as with ``num_workers=0``; the workers' envs keep surviving
+    crashes. Ignored without workers."""
     max_worker_crashes: int = 3
     """Crashes in a row of one worker (no step completed in between) that stop the run with exit 1; a single crash
     is survived: the worker is started again and its envs' transitions end as terminated. In [1, 1000]."""

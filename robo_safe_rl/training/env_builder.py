@@ -193,7 +193,7 @@ def build_vec_env(
     indices = [1000 * rank + i for i in range(cfg.task.num_envs)]
     recording = cfg.safety.step.enabled and incidents_dir is not None
     cpus, share = rank_cpus()
-    workers = resolve_num_workers(cfg.task.num_workers, cfg.task.num_envs, len(cpus))
+    workers = resolve_num_workers(cfg.task.num_workers, cfg.task.num_envs, len(cpus), cfg.task.trainer_block)
     batch: EnvBatch
     entry = factory.spec.entry_point
     if workers and not isinstance(entry, str) and getattr(entry, "__module__", None) == "__main__":
@@ -203,7 +203,8 @@ def build_vec_env(
             "script (workers do not run it); register the task from an importable module, or set task.num_workers=0"
         )
     if workers:
-        pin = pin_one_per_core(cfg.task.pin_workers, workers, len(cpus))
+        own = 1 if cfg.task.trainer_block else 0
+        pin = pin_one_per_core(cfg.task.pin_workers, workers + own, len(cpus))
         step = cfg.safety.step
         caps = Caps(Path(incidents_dir), step.max_incidents, int(step.max_incident_mb * 2**20)) if recording else None
         batch = WorkerEnvBatch(
@@ -216,6 +217,7 @@ def build_vec_env(
             max_crashes=cfg.task.max_worker_crashes,
             cpus=cpus if pin or share else None,  # a worker sets its affinity where the system can (Linux)
             pin=pin,
+            trainer_block=cfg.task.trainer_block,
         )
     else:
         recorder = IncidentRecorder.from_config(Path(incidents_dir), cfg.safety.step) if recording else None

@@ -31,7 +31,7 @@ from robo_safe_rl.bridge.worker_pool import (
     resolve_num_workers,
     split_rows,
 )
-from robo_safe_rl.bridge.workers import WorkerEnvBatch
+from robo_safe_rl.bridge.workers import SPIN_S, WorkerEnvBatch
 from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 from robo_safe_rl.config.schema import SafetyConfig, TaskConfig, TrainConfig
 from robo_safe_rl.errors import ConfigError, WorkerCrashError
@@ -45,9 +45,18 @@ DRILL = EnvFaultConfig(
 )
 
 
-def ant_config(run_dir: Path, env_id: str, workers: int, num_envs: int = 5, faults: EnvFaultConfig | None = None):
+def ant_config(
+    run_dir: Path,
+    env_id: str,
+    workers: int,
+    num_envs: int = 5,
+    faults: EnvFaultConfig | None = None,
+    trainer_block: bool = False,
+):
+    task = TaskConfig(name="ant", env_id=env_id, num_envs=num_envs, num_workers=workers, max_episode_steps=40)
+    task.trainer_block = trainer_block
     cfg = TrainConfig(
-        task=TaskConfig(name="ant", env_id=env_id, num_envs=num_envs, num_workers=workers, max_episode_steps=40),
+        task=task,
         safety=SafetyConfig(step=SafeStepConfig()),
         run_dir=str(run_dir),
         seed=11,
@@ -91,25 +100,27 @@ def test_same_trajectories_and_records_whatever_the_worker_count(
     tmp_path: Path, ant_env_id: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     results = {}
-    for workers in (0, 1, 2):
-        run_dir = tmp_path / f"w{workers}"
-        vec = build_vec_env(ant_config(run_dir, ant_env_id, workers, faults=DRILL), incidents_dir=run_dir / "incidents")
+    # "1+": one worker beside the trainer's own block (task.trainer_block): envs 0-2 in the trainer, 3-4 in the worker.
+    for name, workers, trainer_block in (("0", 0, False), ("1", 1, False), ("2", 2, False), ("1+", 1, True)):
+        run_dir = tmp_path / f"w{name}"
+        cfg = ant_config(run_dir, ant_env_id, workers, faults=DRILL, trainer_block=trainer_block)
+        vec = build_vec_env(cfg, incidents_dir=run_dir / "incidents")
         try:
             assert type(vec.batch).__name__ == ("LocalEnvBatch" if workers == 0 else "WorkerEnvBatch")
-            results[workers] = (rollout(vec, 300), vec.safety_counters(), vec.faults_injected())
+            results[name] = (rollout(vec, 300), vec.safety_counters(), vec.faults_injected())
         finally:
             vec.close()
-        results[workers] += (all_incidents(run_dir),)
-    outputs, counters, injected, incidents = results[0]
+        results[name] += (all_incidents(run_dir),)
+    outputs, counters, injected, incidents = results["0"]
     # The drill fired every kind, episodes ended both ways, and SafeStep recorded them.
     assert set(injected) == {"action_nonfinite", "obs_nonfinite", "reward_nonfinite", "physics_error", "state_blowup"}
     assert min(injected.values()) > 0 and counters["recoveries"] > 0
     assert outputs["time_outs"].any() and (outputs["dones"].bool() & ~outputs["time_outs"]).any()
     assert len(incidents) == counters["nonfinite_actions"] + counters["recoveries"] > 0
-    for workers in (1, 2):
-        other_outputs, other_counters, other_injected, other_incidents = results[workers]
+    for name in ("1", "2", "1+"):
+        other_outputs, other_counters, other_injected, other_incidents = results[name]
         for key, value in outputs.items():
-            assert torch.equal(value, other_outputs[key]), (workers, key)
+            assert torch.equal(value, other_outputs[key]), (name, key)
         assert other_counters == counters and other_injected == injected
         assert len(other_incidents) == len(incidents)
         for (record, arrays), (other, other_arrays) in zip(incidents, other_incidents, strict=True):
@@ -128,6 +139,10 @@ def test_same_trajectories_and_records_whatever_the_worker_count(
         "incidents_worker1",
     ]
     assert not (tmp_path / "w2" / "incidents" / "incidents.jsonl").exists()
+    # The trainer's own block records into the rank's folder, beside its worker's part.
+    trainer_part = {r["env_index"] for r in read_incidents(tmp_path / "w1+" / "incidents")}
+    worker_part = {r["env_index"] for r in read_incidents(tmp_path / "w1+" / "incidents_worker0")}
+    assert trainer_part <= {0, 1, 2} and worker_part <= {3, 4} and trainer_part and worker_part
 
 
 def ant_workers(run_dir: Path, env_id: str, timeout_s: float = 60.0) -> GymVecEnv:
@@ -190,11 +205,57 @@ def test_stopped_worker_is_found_hung_killed_and_replaced(run_dir: Path, ant_env
         vec.close()
 
 
-def factory_batch(run_dir: Path, name: str, *, timeout_s: float = 60.0, max_crashes: int = 3, **kwargs) -> GymVecEnv:
-    """Two workers of one env each, of a helper env (``worker_helpers``), in SafeStep, under the vector adapter."""
+def test_a_killed_worker_beside_the_trainers_block_is_replaced(run_dir: Path, ant_env_id: str) -> None:
+    cfg = ant_config(run_dir, ant_env_id, workers=1, num_envs=4, trainer_block=True)
+    vec = build_vec_env(cfg, incidents_dir=run_dir / "incidents")
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+        # On 2 cores: the worker pinned to the second, the first left to the trainer, and both spin while waiting.
+        if len(cores) == 2:
+            assert [os.sched_getaffinity(pid) for pid in vec.batch.pids] == [{cores[1]}]
+            assert vec.batch.spin_s == SPIN_S
+        vec.step(torch.zeros(4, vec.num_actions))
+        (victim,) = vec.batch.pids
+        os.kill(victim, signal.SIGKILL)
+        _, rewards, dones, _ = vec.step(torch.zeros(4, vec.num_actions))
+        # The worker hosted envs 2 and 3; the trainer's envs 0 and 1 step on.
+        assert dones.tolist() == [0, 0, 1, 1] and rewards[2:].tolist() == [PENALTY, PENALTY]
+        assert not alive(victim) and vec.batch.pids != [victim]
+        counters = vec.safety_counters()
+        assert counters["worker_crashes"] == 1 and counters["worker_restarts"] == 1
+        assert [(r["kind"], r["env_index"]) for r in read_incidents(run_dir / "incidents")] == [
+            ("worker_crash", 2),
+            ("worker_crash", 3),
+        ]
+        _, _, dones, _ = vec.step(torch.zeros(4, vec.num_actions))
+        assert dones.tolist() == [0, 0, 0, 0]
+    finally:
+        vec.close()
+
+
+def factory_batch(
+    run_dir: Path,
+    name: str,
+    *,
+    timeout_s: float = 60.0,
+    max_crashes: int = 3,
+    trainer_block: bool = False,
+    **kwargs,
+) -> GymVecEnv:
+    """Two blocks of one env each (two workers, or the trainer and one worker), of a helper env
+    (``worker_helpers``), in SafeStep, under the vector adapter."""
     factory = TaskEnvFactory(spec(name, **kwargs), step=SafeStepConfig())
     caps = Caps(run_dir / "incidents", 100, 2**20)
-    batch = WorkerEnvBatch(factory, [0, 1], 2, caps=caps, penalty=PENALTY, timeout_s=timeout_s, max_crashes=max_crashes)
+    batch = WorkerEnvBatch(
+        factory,
+        [0, 1],
+        1 if trainer_block else 2,
+        caps=caps,
+        penalty=PENALTY,
+        timeout_s=timeout_s,
+        max_crashes=max_crashes,
+        trainer_block=trainer_block,
+    )
     return GymVecEnv(batch, seed=0)
 
 
@@ -239,6 +300,22 @@ def test_an_exception_in_a_worker_is_raised_in_the_trainer(run_dir: Path) -> Non
     vec.close()  # twice is fine
 
 
+def test_an_exception_in_the_trainers_block_is_raised_once_the_worker_answered(run_dir: Path) -> None:
+    vec = factory_batch(run_dir, "BuggyEnv", fault_at=2, trainer_block=True)
+    (pid,) = vec.batch.pids
+    try:
+        vec.step(torch.zeros(2, 2))
+        with pytest.raises(KeyError, match="a bug in the task") as caught:
+            vec.step(torch.zeros(2, 2))
+        assert not isinstance(caught.value.__cause__, WorkerTraceback)  # the trainer's env's own error
+        # The worker's answer to that step (its own KeyError) was read then: the next step reads the next answer.
+        _, _, dones, _ = vec.step(torch.zeros(2, 2))
+        assert dones.tolist() == [0, 0] and vec.safety_counters()["worker_crashes"] == 0
+    finally:
+        vec.close()
+    assert not alive(pid)
+
+
 def test_worker_counts() -> None:
     assert resolve_num_workers(None, num_envs=16, cores=2) == 2
     assert resolve_num_workers(None, num_envs=16, cores=64) == 4  # 4 envs per worker at least
@@ -247,6 +324,11 @@ def test_worker_counts() -> None:
     assert resolve_num_workers(None, num_envs=4, cores=8) == 0  # one worker would only add a hand-over
     assert resolve_num_workers(0, num_envs=16, cores=8) == 0
     assert resolve_num_workers(4, num_envs=3, cores=1) == 3
+    # The trainer's own block takes one block and one core from the workers.
+    assert resolve_num_workers(None, num_envs=16, cores=2, trainer_block=True) == 1
+    assert resolve_num_workers(None, num_envs=16, cores=64, trainer_block=True) == 3
+    assert resolve_num_workers(None, num_envs=4, cores=8, trainer_block=True) == 0
+    assert resolve_num_workers(4, num_envs=3, cores=1, trainer_block=True) == 2
     assert split_rows(5, 2) == [range(0, 3), range(3, 5)]
     assert pin_one_per_core(True, workers=2, cores=2) and pin_one_per_core(True, workers=3, cores=2)
     assert not pin_one_per_core(True, workers=2, cores=16)  # other runs' workers would land on the same cores

@@ -26,18 +26,21 @@ ACCOUNTED_BY = {
 
 
 @pytest.fixture(scope="module")
-def drill_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    """The short gauntlet with the envs in the trainer (0) and in two env workers (2)."""
+def drill_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The short gauntlet with the envs in the trainer ("0"), in two env workers ("2"), and in one worker beside the
+    trainer's own block ("1+", ``task.trainer_block``)."""
     args = ["+drill=gauntlet", "task.num_envs=4", "runner.max_iterations=12", "runner.save_interval=4"]
+    variants = {"0": ["task.num_workers=0"], "2": ["task.num_workers=2"]}
+    variants["1+"] = ["task.num_workers=1", "task.trainer_block=true"]
     runs = {}
-    for workers in (0, 2):
-        runs[workers] = tmp_path_factory.mktemp("drill") / f"workers{workers}"
-        assert main([*args, f"task.num_workers={workers}", f"run_dir={runs[workers]}"]) == 0
+    for name, overrides in variants.items():
+        runs[name] = tmp_path_factory.mktemp("drill") / f"workers{name}"
+        assert main([*args, *overrides, f"run_dir={runs[name]}"]) == 0
     return runs
 
 
-def test_gauntlet_short_form_finishes_clean_and_accounts_for_every_fault(drill_runs: dict[int, Path]) -> None:
-    run_dir = drill_runs[0]
+def test_gauntlet_short_form_finishes_clean_and_accounts_for_every_fault(drill_runs: dict[str, Path]) -> None:
+    run_dir = drill_runs["0"]
     summary = json.loads((run_dir / "summary.json").read_text())
     injected, safety = summary["faults_injected"], summary["safety"]
     assert summary["status"] == "completed" and summary["iterations"] == 12
@@ -61,18 +64,23 @@ def test_gauntlet_short_form_finishes_clean_and_accounts_for_every_fault(drill_r
         assert all(torch.isfinite(t).all() for t in final[part].values())
 
 
-def test_gauntlet_through_env_workers_is_the_same_run(drill_runs: dict[int, Path]) -> None:
-    in_process, workers = (json.loads((drill_runs[w] / "summary.json").read_text()) for w in (0, 2))
+@pytest.mark.parametrize(
+    ("name", "folders"),
+    [("2", {"incidents_worker0", "incidents_worker1"}), ("1+", {"incidents", "incidents_worker0"})],
+)
+def test_gauntlet_through_env_workers_is_the_same_run(drill_runs: dict[str, Path], name: str, folders: set) -> None:
+    in_process, workers = (json.loads((drill_runs[w] / "summary.json").read_text()) for w in ("0", name))
     # The same seeds give the same faults, the same transitions, hence the same updates, returns and counters.
     for key in set(in_process) - {"wall_s", "final_checkpoint", "last_clean_checkpoint"}:
         assert workers[key] == in_process[key], key
     assert workers["safety"]["worker_crashes"] == 0
-    # Each worker wrote its own part of the incidents; diagnose reads them all: the same records as in one process.
-    parts = resolve(str(drill_runs[2])).incidents
-    assert {i.directory.name for i in parts} == {"incidents_worker0", "incidents_worker1"}
+    # Each worker wrote its own part of the incidents (the trainer's block into the rank's folder); diagnose reads
+    # them all: the same records as in one process.
+    parts = resolve(str(drill_runs[name])).incidents
+    assert {i.directory.name for i in parts} == folders
 
     def key(record: dict) -> tuple:
         return record["global_step"], record["env_index"], record["kind"], record["reason"]
 
-    records = sorted(key(i.record) for i in resolve(str(drill_runs[0])).incidents)
+    records = sorted(key(i.record) for i in resolve(str(drill_runs["0"])).incidents)
     assert sorted(key(i.record) for i in parts) == records and records

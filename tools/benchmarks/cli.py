@@ -235,7 +235,8 @@ def section_workers(quick: bool) -> str:
 
     cores = int(machine_description()["cores"])
     counts = (1, 2, cores) if cores > 2 else (1, 2)
-    r = bench_env_rates(ANT, steps=10 if quick else 150, repeats=2 if quick else 7, workers=counts)
+    block = cores - 1  # workers beside the trainer's block: every core steps envs
+    r = bench_env_rates(ANT, steps=10 if quick else 150, repeats=2 if quick else 7, workers=counts, trainer_block=block)
     rates, vs = r["rates"], r["vs_in_process"]
 
     def row(label: str, case: str, processes: int | None) -> list[str]:
@@ -247,6 +248,7 @@ def section_workers(quick: bool) -> str:
     rows = [row("envs in the trainer (`task.num_workers=0`)", "in_process", 1)]
     rows += [row(f"`task.num_workers={w}`", f"workers_{w}", w) for w in counts]
     rows.append(row("`task.num_workers=2 task.pin_workers=false`", "workers_2_unpinned", 2))
+    rows.append(row(f"`task.num_workers={block} task.trainer_block=true`", f"trainer_block_{block}", block + 1))
     rows.append(row(f"gymnasium AsyncVectorEnv ({r['num_envs']} processes)", "async_vector_env", None))
     for w in counts:
         rows.append(row(f"free `env.step()` (SafeStep), {w} process(es), no sync", f"free_env_{w}", None))
@@ -257,7 +259,8 @@ def section_workers(quick: bool) -> str:
     it = bench_iterations("ant", iterations=1 if quick else 3, repeats=2 if quick else 5, workers=2, overrides=quick_it)
     secs, speedup = it["seconds_per_iteration"], it["speedup"]
     labels = {"in_process": "envs in the trainer, 1 torch thread", "workers_2": "2 workers, 1 torch thread",
-              "workers_2_2_threads": "2 workers, 2 torch threads"}  # fmt: skip
+              "workers_2_2_threads": "2 workers, 2 torch threads",
+              "trainer_block_1": "1 worker beside the trainer's block, 1 torch thread"}  # fmt: skip
     it_rows = [[labels[name], f"{secs[name] * 1e3:.0f} ms", f"{speedup[name]:.2f}"] for name in secs]
     note = (
         f"{r['steps']} vector steps ({r['steps'] * r['num_envs']:,} env steps) per measurement, {r['repeats']} "

@@ -7,6 +7,8 @@ same pre-drawn actions in [-1, 1]:
 - ``workers_<W>``: the adapter over :class:`~robo_safe_rl.bridge.workers.WorkerEnvBatch` with W workers, placed as
   training places them (worker k pinned to the k-th core when the W workers take every core, ``task.pin_workers``);
   ``workers_2_unpinned``: 2 workers left to the scheduler (``task.pin_workers=false``);
+- ``trainer_block_<W>``: W workers beside a block the trainer steps itself (``task.trainer_block``), W + 1 blocks in
+  all, placed as training places them (pinned, and spinning, when the W + 1 processes take every core);
 - ``async_vector_env``: ``gymnasium.vector.AsyncVectorEnv`` over the same envs (one process per env, its defaults);
 - ``free_env_<P>``: P processes stepping ``num_envs / P`` of the same envs each, round-robin, with no
   synchronisation at all: the ceiling of any design that steps these envs in P processes;
@@ -100,7 +102,12 @@ class FreeStepping:
 
 
 def bench_env_rates(
-    env_id: str, num_envs: int = 16, steps: int = 200, repeats: int = 5, workers: tuple[int, ...] = (1, 2)
+    env_id: str,
+    num_envs: int = 16,
+    steps: int = 200,
+    repeats: int = 5,
+    workers: tuple[int, ...] = (1, 2),
+    trainer_block: int | None = None,
 ) -> dict[str, Any]:
     """Env-steps/s of each case of the module docstring (medians of ``repeats`` interleaved rounds).
 
@@ -110,6 +117,7 @@ def bench_env_rates(
         steps: Vector steps per measurement (``steps * num_envs`` env steps).
         repeats: Interleaved rounds.
         workers: Worker counts to measure; the free-stepping cases use the same process counts.
+        trainer_block: Workers beside the trainer's own block to measure (``None``: none).
     """
     factory = _factory(env_id)
     num_actions = factory.make_task().action_space.shape[0]
@@ -139,6 +147,12 @@ def bench_env_rates(
         if 2 in workers:
             batch = WorkerEnvBatch(factory, list(range(num_envs)), 2)
             cases["workers_2_unpinned"] = adapter_case(GymVecEnv(batch, seed=0))
+        if trainer_block is not None:
+            pin = pin_one_per_core(True, trainer_block + 1, len(cpus))
+            batch = WorkerEnvBatch(
+                factory, list(range(num_envs)), trainer_block, cpus=cpus if pin else None, pin=pin, trainer_block=True
+            )
+            cases[f"trainer_block_{trainer_block}"] = adapter_case(GymVecEnv(batch, seed=0))
         async_env = gym.vector.AsyncVectorEnv([functools.partial(factory, i) for i in range(num_envs)], context="spawn")
         closers.append(async_env.close)
         async_env.reset(seed=0)
@@ -178,20 +192,26 @@ def bench_iterations(
 ) -> dict[str, Any]:
     """Seconds per training iteration of ``task`` with its tuned values (``configs/agent/<task>.yaml``, composed as
     ``tools/train.py task=<task>`` composes them, with ``overrides``): envs in the trainer (1 torch thread), in
-    ``workers`` workers with 1 and with 2 torch threads; alternating blocks of ``iterations`` iterations, medians of
-    ``repeats``."""
+    ``workers`` workers with 1 and with 2 torch threads, and in ``workers - 1`` workers beside the trainer's own block
+    (1 torch thread); alternating blocks of ``iterations`` iterations, medians of ``repeats``."""
     from robo_safe_rl.apps.train import seed_everything, to_train_config
     from robo_safe_rl.config.compose import compose
     from robo_safe_rl.training.env_builder import build_vec_env
     from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
     from robo_safe_rl.training.runner import SafeRunner
 
-    variants = {"in_process": (0, 1), f"workers_{workers}": (workers, 1), f"workers_{workers}_2_threads": (workers, 2)}
+    variants = {
+        "in_process": (0, 1, False),
+        f"workers_{workers}": (workers, 1, False),
+        f"workers_{workers}_2_threads": (workers, 2, False),
+        f"trainer_block_{workers - 1}": (workers - 1, 1, True),
+    }
     threads = torch.get_num_threads()
     with tempfile.TemporaryDirectory(prefix="bench_workers_") as tmp:
         runners = {}
-        for name, (w, _) in variants.items():
-            args = [f"task={task}", f"task.num_workers={w}", f"run_dir={tmp}/{name}", *overrides]
+        for name, (w, _, block) in variants.items():
+            args = [f"task={task}", f"task.num_workers={w}", f"task.trainer_block={block}", f"run_dir={tmp}/{name}"]
+            args += overrides
             cfg = to_train_config(compose(args))
             seed_everything(cfg.seed)
             env = build_vec_env(cfg, incidents_dir=None)
