@@ -3,7 +3,8 @@
 :class:`~robo_safe_rl.bridge.workers.WorkerEnvBatch` starts one process per worker; after the trainer's import path,
 it receives the arguments of :func:`worker_main`. The worker builds its envs from a picklable factory (nothing but
 the factory and small messages crosses the pipe), says what they are, attaches to the batch's shared memory, and
-then waits for one message per step. A step is one byte each way; actions come from, and observations, rewards,
+then waits for one message per step (polling for ``spin_s`` before it blocks, when it has a core to itself:
+:func:`wait_readable`). A step is one byte each way; actions come from, and observations, rewards,
 terminated / truncated flags and counters go to, the shared arrays
 (:class:`~robo_safe_rl.bridge.worker_shared.SharedArrays`): nothing is pickled per step.
 

@@ -50,9 +50,9 @@ logger = logging.getLogger(__name__)
 #: Seconds the trainer and each worker poll for the other's byte before blocking, when every process stepping envs
 #: has a core to itself. Longer than the trainer's serial work between two steps (the policy, the copies: about 1 ms
 #: for the Ant on 2 cores) and the spread of two blocks' step times, so a worker rarely blocks within a rollout; short
-#: enough that waiting through an update costs a worker 2 ms of its core. Measured on the 2-core EPYC (BENCHMARKS.md,
-#: env workers): 16 Ant envs, 8 in the trainer and 8 in one worker, 1.72-1.80x the envs in the trainer spinning,
-#: 1.51-1.55x blocking.
+#: enough that waiting through an update costs a worker 2 ms of its core. On the 2-core EPYC (BENCHMARKS.md, env
+#: workers) the trainer's block beside one worker stepped the Ant at 1.72-1.80x the envs in the trainer with both
+#: sides spinning, 1.51-1.56x with both blocking.
 SPIN_S = 0.002
 
 
