@@ -47,12 +47,11 @@ from robo_safe_rl.safety.incident_kinds import IncidentKind
 
 logger = logging.getLogger(__name__)
 
-#: Seconds the trainer and each worker poll for the other's byte before blocking, when every process stepping envs
-#: has a core to itself. Longer than the trainer's serial work between two steps (the policy, the copies: about 1 ms
-#: for the Ant on 2 cores) and the spread of two blocks' step times, so a worker rarely blocks within a rollout; short
-#: enough that waiting through an update costs a worker 2 ms of its core. On the 2-core EPYC (BENCHMARKS.md, env
-#: workers) the trainer's block beside one worker stepped the Ant at 1.72-1.80x the envs in the trainer with both
-#: sides spinning, 1.51-1.56x with both blocking.
+#: Seconds the trainer and each worker poll for the other's byte before blocking, where it has a core to itself (a
+#: process that shares its core must block, or it holds the core from the one it waits for). Longer than the
+#: trainer's serial work between two steps (the policy, the copies: about 1 ms for the Ant on 2 cores) and the spread
+#: of two blocks' step times, so a worker rarely blocks within a rollout; short enough that waiting through an update
+#: costs a worker 2 ms of its core. BENCHMARKS.md (env workers) measures the workers with and without it.
 SPIN_S = 0.002
 
 
@@ -74,9 +73,12 @@ class WorkerEnvBatch:
             block, leaving the first core to the trainer), instead of letting it run on any of ``cpus``.
         trainer_block: The trainer steps the first block of envs itself, while the workers step theirs
             (``task.trainer_block``): one worker fewer for the same blocks, and no wait for the trainer's own core
-            to be woken. When every process then has a core to itself (pinned, as many processes as cores), the
-            trainer and the workers poll for each other's byte for :data:`SPIN_S` before blocking. An env of the
-            trainer's block is as exposed as in one process: a physics engine that aborts there ends the run.
+            to be woken. An env of the trainer's block is as exposed as in one process: a physics engine that aborts
+            there ends the run.
+        spin: Let the processes that have a core to themselves poll for their byte for :data:`SPIN_S` before
+            blocking: each pinned worker alone on a core other than the first of ``cpus`` (the trainer's, shared
+            with worker 0 when there is no trainer block), and the trainer when it has a block and no worker shares
+            its core. ``False`` blocks at once everywhere.
 
     Raises:
         WorkerCrashError: If a worker cannot be started ``max_crashes`` times in a row.
@@ -95,6 +97,7 @@ class WorkerEnvBatch:
         cpus: list[int] | None = None,
         pin: bool = False,
         trainer_block: bool = False,
+        spin: bool = True,
     ) -> None:
         self.factory = factory
         self.env_indices = list(env_indices)
@@ -110,9 +113,13 @@ class WorkerEnvBatch:
         self._local_rows, self._blocks = (blocks[0], blocks[1:]) if trainer_block else (range(0), blocks)
         #: The core each pinned worker runs on.
         self._cores = {k: cpus[(k + own) % len(cpus)] for k in range(len(self._blocks))} if pin and cpus else {}
-        #: Every process that steps envs has a core to itself: they may spin instead of blocking.
-        alone = bool(trainer_block and self._cores and len(self._blocks) + 1 <= len(set(cpus or [])))
-        self.spin_s = SPIN_S if alone else 0.0
+        # Each process that steps envs has a core to itself (one per core): those not on the trainer's may spin.
+        alone = spin and bool(self._cores) and len(self._blocks) + own <= len(set(cpus or []))
+        home = cpus[0] if cpus else None
+        #: Seconds each worker polls before blocking (:func:`~robo_safe_rl.bridge.worker_loop.wait_readable`).
+        self.worker_spin_s = [SPIN_S if alone and self._cores[k] != home else 0.0 for k in range(len(self._blocks))]
+        #: Seconds the trainer polls for each worker's answer before blocking.
+        self.spin_s = SPIN_S if alone and trainer_block else 0.0
         self._crash_records_dropped = 0
         self.recorder: IncidentRecorder | None = None
         if caps is not None:
@@ -228,7 +235,7 @@ class WorkerEnvBatch:
         indices = [self.env_indices[i] for i in rows]
         level = logging.getLogger().getEffectiveLevel()
         cpus = [self._cores[k]] if k in self._cores else self.cpus
-        self._pool.launch(k, rows, (self.factory, indices, part, cpus, f"env worker {k}", level, self.spin_s))
+        self._pool.launch(k, rows, (self.factory, indices, part, cpus, f"env worker {k}", level, self.worker_spin_s[k]))
 
     def _ready(self, reply: bytes) -> list[EnvInfo]:
         message = _unpack(reply)

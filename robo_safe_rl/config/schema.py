@@ -55,10 +55,10 @@ class TaskConfig:
     """The training process steps one block of envs itself while the workers step theirs, and takes one block and
     one core from the workers' automatic count (2 cores: 1 worker). Pinned, each process then has a core to itself,
     and the trainer and the workers poll for each other instead of blocking. Measured on a 2-core AMD EPYC
-    (BENCHMARKS.md, env workers; three runs): the Ant's 16 envs at 1.65-1.72x the envs in the trainer, against
-    1.57-1.62x for 2 workers. The price: the trainer's envs are not isolated, so a physics engine that aborts its
-    process (PyBullet on some bad render requests) ends the run there, as with ``num_workers=0``; the workers' envs
-    keep surviving crashes. Ignored without workers."""
+    (BENCHMARKS.md, env workers; three runs): the Ant's 16 envs at 1.65-1.67x the envs in the trainer, against
+    1.56-1.71x for 2 workers: steadier, not faster there. The price: the trainer's envs are not isolated, so a
+    physics engine that aborts its process (PyBullet on some bad render requests) ends the run there, as with
+    ``num_workers=0``; the workers' envs keep surviving crashes. Ignored without workers."""
     max_worker_crashes: int = 3
     """Crashes in a row of one worker (no step completed in between) that stop the run with exit 1; a single crash
     is survived: the worker is started again and its envs' transitions end as terminated. In [1, 1000]."""

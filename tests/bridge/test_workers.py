@@ -388,6 +388,38 @@ def test_workers_are_pinned_only_when_they_take_every_core() -> None:
         del gym.registry["WorkerTest/Point-v0"]
 
 
+def test_only_a_process_with_a_core_to_itself_polls_instead_of_blocking() -> None:
+    gym.register("WorkerTest/Point-v0", entry_point="worker_helpers:PointMass", max_episode_steps=50)
+    factory = TaskEnvFactory(gym.spec("WorkerTest/Point-v0"))
+    cores = [0, 1]  # as on 2 cores; the workers are pinned, not started on cores the test machine lacks
+    if not set(cores) <= os.sched_getaffinity(0):
+        pytest.skip("needs cores 0 and 1")
+    cases = {
+        # 2 pinned workers: worker 0 shares the trainer's core and blocks, worker 1 polls; the trainer blocks.
+        (2, False, True, True): ([0.0, SPIN_S], 0.0),
+        # Unpinned, no process knows it has a core to itself.
+        (2, False, False, True): ([0.0, 0.0], 0.0),
+        # 3 workers on 2 cores: two share a core.
+        (3, False, True, True): ([0.0, 0.0, 0.0], 0.0),
+        # The trainer's block beside 1 worker: each alone on its core, both poll.
+        (1, True, True, True): ([SPIN_S], SPIN_S),
+        # Asked not to.
+        (1, True, True, False): ([0.0], 0.0),
+        (2, False, True, False): ([0.0, 0.0], 0.0),
+    }
+    try:
+        for (workers, block, pin, spin), (worker_spin, trainer_spin) in cases.items():
+            batch = WorkerEnvBatch(factory, [0, 1, 2, 3], workers, cpus=cores, pin=pin, trainer_block=block, spin=spin)
+            try:
+                assert (batch.worker_spin_s, batch.spin_s) == (worker_spin, trainer_spin), (workers, block, pin, spin)
+                batch.reset(seed=0)
+                batch.step(np.zeros((4, 2), np.float32))
+            finally:
+                batch.close()
+    finally:
+        del gym.registry["WorkerTest/Point-v0"]
+
+
 def test_a_task_defined_in_the_main_script_is_refused_with_workers(tmp_path: Path) -> None:
     # As a script that defines its env class and registers the class itself would: workers cannot import it.
     script_env = type("ScriptEnv", (PointMass,), {"__module__": "__main__"})

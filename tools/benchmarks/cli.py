@@ -247,8 +247,10 @@ def section_workers(quick: bool) -> str:
 
     rows = [row("envs in the trainer (`task.num_workers=0`)", "in_process", 1)]
     rows += [row(f"`task.num_workers={w}`", f"workers_{w}", w) for w in counts]
+    rows.append(row("`task.num_workers=2`, every process blocking at once", "workers_2_blocking", 2))
     rows.append(row("`task.num_workers=2 task.pin_workers=false`", "workers_2_unpinned", 2))
     rows.append(row(f"`task.num_workers={block} task.trainer_block=true`", f"trainer_block_{block}", block + 1))
+    rows.append(row("the same, every process blocking at once", f"trainer_block_{block}_blocking", block + 1))
     rows.append(row(f"gymnasium AsyncVectorEnv ({r['num_envs']} processes)", "async_vector_env", None))
     for w in counts:
         rows.append(row(f"free `env.step()` (SafeStep), {w} process(es), no sync", f"free_env_{w}", None))
@@ -264,9 +266,10 @@ def section_workers(quick: bool) -> str:
     it_rows = [[labels[name], f"{secs[name] * 1e3:.0f} ms", f"{speedup[name]:.2f}"] for name in secs]
     note = (
         f"{r['steps']} vector steps ({r['steps'] * r['num_envs']:,} env steps) per measurement, {r['repeats']} "
-        "interleaved rounds, every env in SafeStep with the defaults. Free stepping: each process steps its share of "
-        "the envs round-robin with no synchronisation at all (`env.step()`, or the task's `raw_step`: torques and "
-        f"`stepSimulation` only). Training iterations: `task={it['task']}` with its tuned values, "
+        "interleaved rounds, every env in SafeStep with the defaults. Blocking at once: `WorkerEnvBatch(spin=False)` "
+        "instead of polling for 2 ms where a process has a core to itself. Free stepping: each process steps its "
+        "share of the envs round-robin with no synchronisation at all (`env.step()`, or the task's `raw_step`: "
+        f"torques and `stepSimulation` only). Training iterations: `task={it['task']}` with its tuned values, "
         f"{it['num_envs']} envs x {it['steps_per_env']} steps and the PPO update, {it['repeats']} alternating "
         f"blocks of {it['iterations_per_block']} iterations."
     )

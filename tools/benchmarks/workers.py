@@ -8,7 +8,9 @@ same pre-drawn actions in [-1, 1]:
   training places them (worker k pinned to the k-th core when the W workers take every core, ``task.pin_workers``);
   ``workers_2_unpinned``: 2 workers left to the scheduler (``task.pin_workers=false``);
 - ``trainer_block_<W>``: W workers beside a block the trainer steps itself (``task.trainer_block``), W + 1 blocks in
-  all, placed as training places them (pinned, and spinning, when the W + 1 processes take every core);
+  all, placed as training places them (pinned when the W + 1 processes take every core);
+- ``..._blocking``: the same as ``workers_2`` and ``trainer_block_<W>`` with every process blocking at once
+  (``WorkerEnvBatch(spin=False)``) instead of polling where it has a core to itself: what the polling gives;
 - ``async_vector_env``: ``gymnasium.vector.AsyncVectorEnv`` over the same envs (one process per env, its defaults);
 - ``free_env_<P>``: P processes stepping ``num_envs / P`` of the same envs each, round-robin, with no
   synchronisation at all: the ceiling of any design that steps these envs in P processes;
@@ -141,18 +143,28 @@ def bench_env_rates(
         cases["in_process"] = adapter_case(GymVecEnv(LocalEnvBatch([factory(i) for i in range(num_envs)]), seed=0))
         cpus = rank_cpus()[0]
         for w in workers:  # placed as training places them
-            pin = pin_one_per_core(True, w, len(cpus))
-            batch = WorkerEnvBatch(factory, list(range(num_envs)), w, cpus=cpus if pin else None, pin=pin)
-            cases[f"workers_{w}"] = adapter_case(GymVecEnv(batch, seed=0))
+            for spin in (True, False) if w == 2 else (True,):
+                pin = pin_one_per_core(True, w, len(cpus))
+                cores = cpus if pin else None
+                batch = WorkerEnvBatch(factory, list(range(num_envs)), w, cpus=cores, pin=pin, spin=spin)
+                cases[f"workers_{w}" + ("" if spin else "_blocking")] = adapter_case(GymVecEnv(batch, seed=0))
         if 2 in workers:
             batch = WorkerEnvBatch(factory, list(range(num_envs)), 2)
             cases["workers_2_unpinned"] = adapter_case(GymVecEnv(batch, seed=0))
         if trainer_block is not None:
             pin = pin_one_per_core(True, trainer_block + 1, len(cpus))
-            batch = WorkerEnvBatch(
-                factory, list(range(num_envs)), trainer_block, cpus=cpus if pin else None, pin=pin, trainer_block=True
-            )
-            cases[f"trainer_block_{trainer_block}"] = adapter_case(GymVecEnv(batch, seed=0))
+            for spin in (True, False):
+                batch = WorkerEnvBatch(
+                    factory,
+                    list(range(num_envs)),
+                    trainer_block,
+                    cpus=cpus if pin else None,
+                    pin=pin,
+                    trainer_block=True,
+                    spin=spin,
+                )
+                name = f"trainer_block_{trainer_block}" + ("" if spin else "_blocking")
+                cases[name] = adapter_case(GymVecEnv(batch, seed=0))
         async_env = gym.vector.AsyncVectorEnv([functools.partial(factory, i) for i in range(num_envs)], context="spawn")
         closers.append(async_env.close)
         async_env.reset(seed=0)
