@@ -280,12 +280,12 @@ def rank_cpus() -> tuple[list[int], bool]:
     return cpus[local_rank * share : (local_rank + 1) * share], True
 
 
-def pin_one_per_core(requested: bool, workers: int, cores: int) -> bool:
+def pin_one_per_core(requested: bool, workers: int, cores: int, trainer_block: bool = False) -> bool:
     """Whether a rank's workers are pinned one per core (``task.pin_workers``): when asked, where the system can pin
     (Linux), and only when the processes that step envs (the workers, and the trainer with a block of its own) take
     every core of the rank; with fewer, every run started on the machine would pin its workers to the same first
     cores."""
-    return requested and hasattr(os, "sched_setaffinity") and workers >= cores
+    return requested and hasattr(os, "sched_setaffinity") and workers + trainer_block >= cores
 
 
 #: Envs a worker hosts at least when their number is chosen automatically: a step's hand-over to a worker and back costs
@@ -300,8 +300,7 @@ def resolve_num_workers(requested: int | None, num_envs: int, cores: int, traine
     that makes fewer than 2 blocks (one worker alone only adds a hand-over to the stepping, and on one core the learner
     and the envs take turns anyway). With ``trainer_block`` the trainer steps one of the blocks itself, so it takes one
     block, and one core, from the workers (2 cores: 1 worker)."""
-    own = 1 if trainer_block else 0
     if requested is not None:
-        return min(requested, num_envs - own)
+        return min(requested, num_envs - trainer_block)
     blocks = min(cores, num_envs // MIN_ENVS_PER_WORKER)
-    return blocks - own if blocks >= 2 else 0
+    return blocks - trainer_block if blocks >= 2 else 0

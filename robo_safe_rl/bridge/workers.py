@@ -107,17 +107,16 @@ class WorkerEnvBatch:
         self.max_crashes = int(max_crashes)
         self.cpus = cpus
         self.counters = dict.fromkeys(WORKER_COUNTER_NAMES, 0)
-        own = 1 if trainer_block else 0
+        own = int(trainer_block)
         blocks = split_rows(self.num_envs, min(num_workers + own, self.num_envs))
         #: Rows the trainer steps itself (empty without a trainer block), and each worker's.
         self._local_rows, self._blocks = (blocks[0], blocks[1:]) if trainer_block else (range(0), blocks)
         #: The core each pinned worker runs on.
         self._cores = {k: cpus[(k + own) % len(cpus)] for k in range(len(self._blocks))} if pin and cpus else {}
         # Each process that steps envs has a core to itself (one per core): those not on the trainer's may spin.
-        alone = spin and bool(self._cores) and len(self._blocks) + own <= len(set(cpus or []))
-        home = cpus[0] if cpus else None
+        alone = spin and bool(self._cores) and len(self._blocks) + own <= len(cpus)
         #: Seconds each worker polls before blocking (:func:`~robo_safe_rl.bridge.worker_loop.wait_readable`).
-        self.worker_spin_s = [SPIN_S if alone and self._cores[k] != home else 0.0 for k in range(len(self._blocks))]
+        self.worker_spin_s = [SPIN_S if alone and self._cores[k] != cpus[0] else 0.0 for k in range(len(self._blocks))]
         #: Seconds the trainer polls for each worker's answer before blocking.
         self.spin_s = SPIN_S if alone and trainer_block else 0.0
         self._crash_records_dropped = 0

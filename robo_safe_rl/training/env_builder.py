@@ -203,8 +203,7 @@ def build_vec_env(
             "script (workers do not run it); register the task from an importable module, or set task.num_workers=0"
         )
     if workers:
-        own = 1 if cfg.task.trainer_block else 0
-        pin = pin_one_per_core(cfg.task.pin_workers, workers + own, len(cpus))
+        pin = pin_one_per_core(cfg.task.pin_workers, workers, len(cpus), cfg.task.trainer_block)
         step = cfg.safety.step
         caps = Caps(Path(incidents_dir), step.max_incidents, int(step.max_incident_mb * 2**20)) if recording else None
         batch = WorkerEnvBatch(

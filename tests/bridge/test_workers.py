@@ -333,6 +333,8 @@ def test_worker_counts() -> None:
     assert pin_one_per_core(True, workers=2, cores=2) and pin_one_per_core(True, workers=3, cores=2)
     assert not pin_one_per_core(True, workers=2, cores=16)  # other runs' workers would land on the same cores
     assert not pin_one_per_core(False, workers=2, cores=2)
+    # The trainer's own block counts as one of the processes that take the cores.
+    assert pin_one_per_core(True, workers=1, cores=2, trainer_block=True) and not pin_one_per_core(True, 1, 2)
     # Worked example: 1000 records over a trainer part and 2 worker parts: 334 + 333 + 333.
     caps = Caps(Path("incidents"), 1000, 3 * 2**20)
     assert [caps.part(p, 3)[0] for p in range(3)] == [334, 333, 333]

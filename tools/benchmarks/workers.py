@@ -142,29 +142,25 @@ def bench_env_rates(
     try:
         cases["in_process"] = adapter_case(GymVecEnv(LocalEnvBatch([factory(i) for i in range(num_envs)]), seed=0))
         cpus = rank_cpus()[0]
-        for w in workers:  # placed as training places them
-            for spin in (True, False) if w == 2 else (True,):
-                pin = pin_one_per_core(True, w, len(cpus))
-                cores = cpus if pin else None
-                batch = WorkerEnvBatch(factory, list(range(num_envs)), w, cpus=cores, pin=pin, spin=spin)
-                cases[f"workers_{w}" + ("" if spin else "_blocking")] = adapter_case(GymVecEnv(batch, seed=0))
+
+        def workers_case(w: int, block: bool = False, spin: bool = True) -> Any:
+            """W workers (beside the trainer's block), placed as training places them."""
+            pin = pin_one_per_core(True, w, len(cpus), block)
+            batch = WorkerEnvBatch(
+                factory, list(range(num_envs)), w, cpus=cpus if pin else None, pin=pin, trainer_block=block, spin=spin
+            )
+            return adapter_case(GymVecEnv(batch, seed=0))
+
+        for w in workers:
+            cases[f"workers_{w}"] = workers_case(w)
         if 2 in workers:
-            batch = WorkerEnvBatch(factory, list(range(num_envs)), 2)
-            cases["workers_2_unpinned"] = adapter_case(GymVecEnv(batch, seed=0))
+            cases["workers_2_blocking"] = workers_case(2, spin=False)
+            cases["workers_2_unpinned"] = adapter_case(
+                GymVecEnv(WorkerEnvBatch(factory, list(range(num_envs)), 2), seed=0)
+            )
         if trainer_block is not None:
-            pin = pin_one_per_core(True, trainer_block + 1, len(cpus))
-            for spin in (True, False):
-                batch = WorkerEnvBatch(
-                    factory,
-                    list(range(num_envs)),
-                    trainer_block,
-                    cpus=cpus if pin else None,
-                    pin=pin,
-                    trainer_block=True,
-                    spin=spin,
-                )
-                name = f"trainer_block_{trainer_block}" + ("" if spin else "_blocking")
-                cases[name] = adapter_case(GymVecEnv(batch, seed=0))
+            cases[f"trainer_block_{trainer_block}"] = workers_case(trainer_block, block=True)
+            cases[f"trainer_block_{trainer_block}_blocking"] = workers_case(trainer_block, block=True, spin=False)
         async_env = gym.vector.AsyncVectorEnv([functools.partial(factory, i) for i in range(num_envs)], context="spawn")
         closers.append(async_env.close)
         async_env.reset(seed=0)
