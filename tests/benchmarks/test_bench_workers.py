@@ -25,6 +25,8 @@ def test_quick_workers_section(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ):
         assert f"| {row}" in out, row
     assert " task.trainer_block=true` | " in out  # 1 worker beside the trainer's block on 2 cores
+    assert "| `task.num_workers=2`, every process blocking at once |" in out
+    assert "| the same, every process blocking at once |" in out
     assert "| 2 workers, 1 torch thread |" in out and "| 1 worker beside the trainer's block, 1 torch thread |" in out
     assert "Training iterations: `task=ant` with its tuned values, 16 envs x 8 steps" in out
     assert doc.read_text().count("<!-- bench:workers -->") == 1
