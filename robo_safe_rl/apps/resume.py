@@ -48,7 +48,9 @@ FROZEN = frozenset(
         "actor.hidden_dims",
         "actor.activation",
         "actor.obs_normalization",
+        "actor.distribution_cfg.noise",
         "actor.distribution_cfg.std_type",
+        "actor.distribution_cfg.noise_features",
         "critic.hidden_dims",
         "critic.activation",
         "critic.obs_normalization",
@@ -57,7 +59,10 @@ FROZEN = frozenset(
 )
 #: Adopted keys newer than some saved runs, and the value such a run trained with (not today's default, which a task's
 #: recipe may have changed since).
-ABSENT_MEANS: dict[str, Any] = {"runner.normalize_rewards": False}
+ABSENT_MEANS: dict[str, Any] = {
+    "runner.normalize_rewards": False,
+    "actor.distribution_cfg.noise": "gaussian",
+}
 
 
 def find_run(resume: str, experiment: str) -> tuple[Path, Path]:

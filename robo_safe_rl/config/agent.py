@@ -41,6 +41,13 @@ class Schedule(Enum):
     fixed = "fixed"
 
 
+class Noise(Enum):
+    """The actor's exploration noise: which output distribution it samples its actions from."""
+
+    gaussian = "gaussian"  # rsl-rl's GaussianDistribution: independent noise on every action of every step
+    gsde = "gsde"  # addition: state-dependent noise held for a few steps (robo_safe_rl/training/gsde.py)
+
+
 class StdType(Enum):
     """How the Gaussian policy parameterises its action std (rsl-rl's ``std_type``)."""
 
@@ -133,16 +140,26 @@ class AlgorithmConfig:
 
 @dataclass
 class DistributionConfig:
-    """rsl-rl's ``GaussianDistribution`` keyword arguments (``cfg["actor"]["distribution_cfg"]``)."""
+    """rsl-rl's ``GaussianDistribution`` keyword arguments (``cfg["actor"]["distribution_cfg"]``), or those of the
+    gSDE distribution with ``noise=gsde``."""
 
+    noise: Noise = Noise.gaussian
+    """Addition (not rsl-rl's): the distribution, :class:`Noise`."""
     init_std: float = 1.0
     """Initial action std of the Gaussian policy."""
     std_type: StdType = StdType.scalar
     std_range: list[float] = field(default_factory=lambda: [1.0e-6, 1.0e6])
     """``[min, max]`` of the action std; rsl-rl clamps the std into it (and raises the minimum to 1e-6)."""
+    noise_features: int = 64
+    """Addition, with ``noise=gsde`` only: features of the noise function (extra outputs of the actor's last layer)."""
+    noise_interval: int = 4
+    """Addition, with ``noise=gsde`` only: env steps a draw of the noise function is held for (Stable-Baselines3's
+    ``sde_sample_freq``: 4 in rl-baselines3-zoo's PyBullet recipes)."""
 
     def __post_init__(self) -> None:
         float_in("actor.distribution_cfg.init_std", self.init_std, 0.0, 1.0e3, low_open=True)
+        int_in("actor.distribution_cfg.noise_features", self.noise_features, 1, 4096)
+        int_in("actor.distribution_cfg.noise_interval", self.noise_interval, 1)
         require(
             len(self.std_range) == 2,
             "actor.distribution_cfg.std_range",

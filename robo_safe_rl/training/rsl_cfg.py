@@ -15,7 +15,7 @@ import os
 from enum import Enum
 from typing import Any
 
-from robo_safe_rl.config.agent import Logger, RunnerConfig
+from robo_safe_rl.config.agent import Logger, Noise, RunnerConfig
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
 
@@ -24,6 +24,8 @@ SAFE_PPO = "robo_safe_rl.training.ppo:SafePPO"
 #: rsl-rl's MLPModel plus clipping of the normalised input (a no-op with ``obs_clip=None``).
 MODEL = "robo_safe_rl.training.models:ClippedMLPModel"
 GAUSSIAN = "rsl_rl.modules.distribution:GaussianDistribution"
+#: The gSDE distribution (``actor.distribution_cfg.noise=gsde``), this project's.
+GSDE = "robo_safe_rl.training.gsde:StateDependentNoiseDistribution"
 #: The env adapter yields one observation group, ``policy``, which both networks read.
 OBS_GROUPS = {"actor": ["policy"], "critic": ["policy"]}
 #: rsl-rl's log writers of the non-default loggers (``rsl_rl.utils``), the package each needs and how to install it.
@@ -73,6 +75,15 @@ def check_logger(runner: RunnerConfig) -> None:
             )
 
 
+def distribution_cfg(plain: dict[str, Any]) -> dict[str, Any]:
+    """rsl-rl's ``distribution_cfg`` of the actor node's plain dict: the class of ``noise`` with its own keyword
+    arguments (rsl-rl's Gaussian takes no ``noise_*``)."""
+    kwargs = {k: v for k, v in plain.items() if k != "noise"}
+    if plain["noise"] == Noise.gsde.value:
+        return {"class_name": GSDE, **kwargs}
+    return {"class_name": GAUSSIAN, **{k: v for k, v in kwargs.items() if not k.startswith("noise_")}}
+
+
 def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
     """Return rsl-rl 5.5's train dict for ``cfg``.
 
@@ -80,7 +91,7 @@ def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
     exactly rsl-rl's PPO (no hooks, no cost), and a fire drill still injects, so the failure can be watched.
     """
     actor = {"class_name": MODEL, **_plain(cfg.actor)}
-    actor["distribution_cfg"] = {"class_name": GAUSSIAN, **actor["distribution_cfg"]}
+    actor["distribution_cfg"] = distribution_cfg(actor["distribution_cfg"])
     return {
         **_plain(cfg.runner),
         "logger": logger_cfg(cfg.runner),

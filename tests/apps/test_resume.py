@@ -74,6 +74,11 @@ def test_resume_latest_is_the_newest_run_of_this_experiment(
         ("actor.hidden_dims=[64,64]", "actor.hidden_dims=[64, 64]", "actor.hidden_dims=[256, 256]"),
         ("task.env_id=RoboSafe/Other-v0", "task.env_id='RoboSafe/Other-v0'", "task.env_id='RoboSafe/Ant-v0'"),
         ("runner.normalize_rewards=false", "runner.normalize_rewards=False", "runner.normalize_rewards=True"),
+        (
+            "actor.distribution_cfg.noise=gsde",
+            "actor.distribution_cfg.noise='gsde'",
+            "actor.distribution_cfg.noise='gaussian'",
+        ),
     ],
 )
 def test_an_override_that_changes_the_networks_or_the_task_is_refused(

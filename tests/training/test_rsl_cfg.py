@@ -15,6 +15,9 @@ from robo_safe_rl.config.compose import compose
 from robo_safe_rl.config.keys import leaf_keys
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 
+#: The prefix of the actor's distribution keys that are this project's: noise, noise_features, noise_interval.
+OWN_DISTRIBUTION_KEYS = ("actor.distribution_cfg.noise",)
+
 
 def _cfg(*overrides: str) -> Any:
     return to_train_config(compose([*overrides, "run_dir=unused"]))
@@ -36,12 +39,27 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
         section, _, rest = key.partition(".")
         if section not in ("runner", "algorithm", "actor", "critic") or key == "runner.logger":
             continue  # runner.logger takes rsl-rl's own form (below)
+        if key.startswith(OWN_DISTRIBUTION_KEYS):
+            continue  # the distribution's choice and gSDE's keys: not for rsl-rl's Gaussian (below)
         # The runner's keys are the top level of rsl-rl's dict; the others keep their node.
         assert _at(train, rest if section == "runner" else key) == _at(config, key), key
         checked += 1
-    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 13 algorithm, 7 actor (3 of them in
-    # distribution_cfg), 4 critic.
-    assert checked == 10 + 13 + 7 + 4
+    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 13 algorithm, 10 actor (6 of them in
+    # distribution_cfg, 3 of those the choice of distribution and gSDE's), 4 critic.
+    assert checked == 10 + 13 + (10 - 3) + 4
+    assert set(train["actor"]["distribution_cfg"]) == {"class_name", "init_std", "std_type", "std_range"}
+
+
+def test_gsde_gets_its_own_class_and_keys() -> None:
+    over = ["actor.distribution_cfg.noise=gsde", "actor.distribution_cfg.noise_interval=8"]
+    assert build_rsl_rl_cfg(_cfg(*over), "unused")["actor"]["distribution_cfg"] == {
+        "class_name": "robo_safe_rl.training.gsde:StateDependentNoiseDistribution",
+        "init_std": 0.5,
+        "std_type": "scalar",
+        "std_range": [1.0e-6, 1.0e6],
+        "noise_features": 64,
+        "noise_interval": 8,
+    }
 
 
 def test_presets_set_what_their_yaml_says() -> None:
