@@ -12,7 +12,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from robo_safe_rl.apps.train import to_train_config
-from robo_safe_rl.config.agent import AlgorithmConfig, RunnerConfig
+from robo_safe_rl.config.agent import AlgorithmConfig, Noise, RunnerConfig, StdType
 from robo_safe_rl.config.compose import compose, config_source
 from robo_safe_rl.config.schema import register_configs
 from robo_safe_rl.errors import ConfigError
@@ -41,6 +41,14 @@ def test_the_walkers_bring_the_locomotion_recipe(task: str) -> None:
     assert cfg.runner.num_steps_per_env == AGENT_ANT["runner"]["num_steps_per_env"]
     assert cfg.actor.obs_normalization is AGENT_ANT["actor"]["obs_normalization"] is True
     assert (cfg.algorithm.desired_kl, cfg.algorithm.entropy_coef) == (0.02, 0.005)  # the recipe's, as the Ant's
+
+
+def test_the_hopper_explores_with_gsde_and_the_others_with_the_gaussian() -> None:
+    for task in ("ant", "half_cheetah", "hopper", "walker2d"):
+        dist = to_train_config(compose([f"task={task}", "run_dir=x"])).actor.distribution_cfg
+        want = (Noise.gsde, StdType.log) if task == "hopper" else (Noise.gaussian, StdType.scalar)
+        assert (dist.noise, dist.std_type) == want, task
+        assert dist.init_std == AGENT_ANT["actor"]["distribution_cfg"]["init_std"]  # the recipe's, for gSDE too
 
 
 def test_an_override_and_a_preset_change_the_tuned_values() -> None:
