@@ -41,7 +41,9 @@ class StateDependentNoiseDistribution(Distribution):
         std_range: ``[min, max]`` that each entry of ``sigma``, and so each action std, is clamped into.
         std_type: ``"scalar"``: ``sigma`` is the learned parameter; ``"log"``: ``log(sigma)`` is (rsl-rl's choices).
         noise_features: Features of the noise function (the extra outputs of the MLP's last layer).
-        noise_interval: Samples a noise matrix is held for: during a rollout, env steps.
+        noise_interval: Samples a noise matrix is held for: during a rollout, env steps. Any caller of
+            :meth:`sample` shares the draw (``LoadedPolicy.act(..., stochastic=True)`` too: called again on the same
+            state within the interval, it returns the same action).
     """
 
     def __init__(
