@@ -151,7 +151,8 @@ class DistributionConfig:
     std_range: list[float] = field(default_factory=lambda: [1.0e-6, 1.0e6])
     """``[min, max]`` of the action std; rsl-rl clamps the std into it (and raises the minimum to 1e-6)."""
     noise_features: int = 64
-    """Addition, with ``noise=gsde`` only: features of the noise function (extra outputs of the actor's last layer)."""
+    """Addition, with ``noise=gsde`` only: features of the noise function (extra outputs of the actor's last layer),
+    at most 4096 (a hidden layer here has 128-256 units; more features than that only cost memory)."""
     noise_interval: int = 4
     """Addition, with ``noise=gsde`` only: env steps a draw of the noise function is held for (Stable-Baselines3's
     ``sde_sample_freq``: 4 in rl-baselines3-zoo's PyBullet recipes)."""
