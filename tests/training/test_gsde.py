@@ -73,23 +73,24 @@ def test_the_initial_std_is_init_std_in_every_state() -> None:
 
 def test_the_noise_is_held_for_its_interval_and_follows_the_state() -> None:
     torch.manual_seed(0)
-    dist = _worked(interval=3)
+    dist = _worked(interval=4)
     noise = []
-    for features in ([3.0, 4.0], [3.0, 4.0], [4.0, 3.0], [3.0, 4.0], [3.0, 4.0]):
+    for features in ([3.0, 4.0], [3.0, 4.0], [4.0, 3.0], [0.0, 5.0], [3.0, 4.0], [3.0, 4.0]):
         dist.update(_output([1.0, -1.0], features))
         noise.append(dist.sample() - torch.tensor([[1.0, -1.0]]))
-    # Samples 1 and 2 share the state and the draw: the same noise. Sample 3 has the same draw eps and another state:
-    # its noise is that state's unit features times eps, found from samples 1-3 (two states, two equations).
+    # Samples 1 and 2 share the state and the draw: the same noise.
     torch.testing.assert_close(noise[1], noise[0], rtol=0, atol=0)
+    # Samples 1-4 share the draw eps: the noise is the unit features times eps. Solved from samples 1 and 3 (two
+    # states, two equations), eps predicts the noise of sample 4's third state, (0, 1).
     eps = torch.linalg.solve(torch.tensor([[0.6, 0.8], [0.8, 0.6]]), torch.cat([noise[0], noise[2]]))
-    assert eps.abs().min() > 0
-    # Sample 4 is a new draw (interval 3); sample 5 holds it.
-    assert not torch.allclose(noise[3], noise[0])
-    torch.testing.assert_close(noise[4], noise[3], rtol=0, atol=0)
+    torch.testing.assert_close(noise[3], eps[1:2], rtol=1e-5, atol=1e-6)
+    # Sample 5 is a new draw (interval 4): the same state as sample 1, another noise; sample 6 holds it.
+    assert not torch.allclose(noise[4], noise[0])
+    torch.testing.assert_close(noise[5], noise[4], rtol=0, atol=0)
     # A batch of another size (an update's mini-batch) draws anew at once.
     dist.update(torch.tensor([[1.0, -1.0, 3.0, 4.0]] * 2))
     again = dist.sample() - torch.tensor([[1.0, -1.0]])
-    assert again.shape == (2, 2) and not torch.allclose(again[0], noise[4][0])
+    assert again.shape == (2, 2) and not torch.allclose(again[0], noise[5][0])
 
 
 def test_the_samples_have_the_std_it_reports() -> None:
