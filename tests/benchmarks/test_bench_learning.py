@@ -10,7 +10,7 @@ import pytest
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from benchmarks.cli import main as bench_main
-from benchmarks.learning import LearningRun, bench_learning, iterations_for, plot_learning
+from benchmarks.learning import LearningRun, bench_learning, iterations_for, plot_learning, task_iterations
 from benchmarks.runs import curve
 from robo_safe_rl.apps.evaluate import evaluate
 from robo_safe_rl.apps.train import main as train_main
@@ -31,6 +31,12 @@ def test_iterations_for_a_budget() -> None:
     # 1M env steps at 16 envs x 64 steps = 1,024 per iteration: 976.56 -> 977 iterations (1,000,448 steps).
     assert iterations_for(1_000_000, 16, 64) == 977
     assert iterations_for(1024, 16, 64) == 1
+
+
+def test_each_task_reaches_the_budget_with_its_own_rollout() -> None:
+    assert task_iterations("ant", 1_000_000) == 977  # 16 envs x 64 steps (configs/agent/bullet_locomotion.yaml)
+    # 16 envs x 512 steps (configs/agent/walker2d.yaml): 122 x 8,192 = 999,424 falls short of 1M, 123 reach it.
+    assert task_iterations("walker2d", 1_000_000) == 123
 
 
 def test_curve_and_figure_of_a_real_run(tmp_path: Path) -> None:

@@ -361,7 +361,8 @@ def section_schedule(quick: bool) -> str:
 
 #: Training budget of the preset comparison: 488 x 16 envs x 64 steps (Ant's tuned rollout) = 499,712 env steps per run.
 PRESET_ITERATIONS = 488
-#: Training budget of the learning curves: 977 x 16 envs x 64 steps = 1,000,448 env steps per run.
+#: Training budget of the learning curves, in env steps per run: each task runs the iterations of its own rollout that
+#: reach it (:func:`benchmarks.learning.task_iterations`; the Ant: 977 x 16 envs x 64 steps = 1,000,448).
 LEARNING_STEPS = 1_000_000
 
 
@@ -382,29 +383,30 @@ def section_learning(quick: bool) -> str:
     then the Ant's seed 1 once more with the env workers, alone on the machine: its wall time, and the same return."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO, bench_learning, iterations_for, plot_learning
+    from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO, bench_learning, plot_learning, task_iterations
 
     repo = Path(__file__).resolve().parents[2]
     if quick:
-        overrides = ["task.num_envs=4", "runner.num_steps_per_env=8", "runner.max_iterations=3"]
-        overrides += ["+task.env_kwargs.max_episode_steps=50"]
+        small = ["task.num_envs=4", "runner.num_steps_per_env=8", "runner.max_iterations=3"]
+        small += ["+task.env_kwargs.max_episode_steps=50"]
         seeds: tuple[int, ...] = (1, 2)
         tasks: tuple[str, ...] = LEARNING_TASKS[:2]
+        budget = {task: small for task in tasks}
     else:
-        overrides = [f"runner.max_iterations={iterations_for(LEARNING_STEPS, 16, 64)}"]
         seeds, tasks = (1, 2, 3), LEARNING_TASKS
+        budget = {task: [f"runner.max_iterations={task_iterations(task, LEARNING_STEPS)}"] for task in tasks}
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
     episodes = 2 if quick else 16
 
     def one_task(task: str) -> dict:
-        return bench_learning(repo, out / task, [f"task={task}", *overrides], seeds=seeds, eval_episodes=episodes)
+        return bench_learning(repo, out / task, [f"task={task}", *budget[task]], seeds=seeds, eval_episodes=episodes)
 
     # Two lanes, each a task's seeds one after another: both cores busy until the end.
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = dict(zip(tasks, pool.map(one_task, tasks), strict=True))
     # The workers' wall-clock figure: the Ant's seed 1 again with the envs in two worker processes and nothing else
     # running. Its return must be the one-core run's (the workers change no trajectory).
-    ant_workers = ["task=ant", *overrides, "task.num_workers=2"]  # after LEARNING_OVERRIDES' 0: the later wins
+    ant_workers = ["task=ant", *budget["ant"], "task.num_workers=2"]  # after LEARNING_OVERRIDES' 0: the later wins
     workers = bench_learning(repo, out / "ant_workers", ant_workers, seeds=seeds[:1], eval_episodes=episodes)
 
     header = ["task", "seed", "env steps", "wall s", "return, mean +- std [min, max] of episodes", "length", "status"]
@@ -434,8 +436,10 @@ def section_learning(quick: bool) -> str:
     note = (
         "Over seeds (mean +- std of the seeds' mean returns [min, max]):\n"
         + "\n".join(lines)
-        + f"\n\nEvery run: `python tools/train.py task=T {' '.join([*LEARNING_OVERRIDES, *overrides])} seed=S`, two "
-        "at a time, one core each; the workers row: the same with `task.num_workers=2`, alone. Final checkpoint by "
+        + f"\n\nEvery run: `python tools/train.py task=T {' '.join(LEARNING_OVERRIDES)} OVERRIDES seed=S`, two at a "
+        "time, one core each, where OVERRIDES is the task's budget ("
+        + "; ".join(f"{task}: `{' '.join(budget[task])}`" for task in tasks)
+        + "); the workers row: the Ant's with `task.num_workers=2`, alone. Final checkpoint by "
         f"`python tools/evaluate.py RUN` ({episodes} full episodes, deterministic, test seeds). Curves: training "
         "episodes' returns (stochastic policy) against env steps and wall time."
     )

@@ -51,6 +51,16 @@ def iterations_for(env_steps: int, num_envs: int, steps_per_env: int) -> int:
     return math.ceil(env_steps / (num_envs * steps_per_env))
 
 
+def task_iterations(task: str, env_steps: int) -> int:
+    """Iterations that reach ``env_steps`` with ``task``'s own tuned rollout (``configs/agent/<task>.yaml``, composed as
+    ``tools/train.py task=<task>`` composes it): the tasks' agent files differ in envs x steps per iteration."""
+    from robo_safe_rl.apps.train import to_train_config
+    from robo_safe_rl.config.compose import compose
+
+    cfg = to_train_config(compose([f"task={task}", "run_dir=unused"]))
+    return iterations_for(env_steps, cfg.task.num_envs, cfg.runner.num_steps_per_env)
+
+
 def evaluate_checkpoint(repo: Path, checkpoint: str, episodes: int, split: str) -> dict[str, Any]:
     """``tools/evaluate.py CHECKPOINT --json`` in its own process (one torch thread, as the trainings): ``return`` and
     ``length`` statistics."""
