@@ -35,7 +35,7 @@ def test_iterations_for_a_budget() -> None:
 
 def test_each_task_reaches_the_budget_with_its_own_rollout() -> None:
     assert task_iterations("ant", 1_000_000) == 977  # 16 envs x 64 steps (configs/agent/bullet_locomotion.yaml)
-    # 16 envs x 512 steps (configs/agent/walker2d.yaml): 122 x 8,192 = 999,424 falls short of 1M, 123 reach it.
+    # 16 envs x 512 steps (configs/agent/bullet_zoo.yaml): 122 x 8,192 = 999,424 falls short of 1M, 123 reach it.
     assert task_iterations("walker2d", 1_000_000) == 123
 
 
