@@ -3,6 +3,7 @@ one keeps the schema's generic defaults; a bad value in an agent file fails type
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -72,6 +73,24 @@ def test_the_hopper_and_the_walker2d_explore_with_gsde_and_the_others_with_the_g
         assert (dist.noise, dist.std_type) == ((Noise.gsde, StdType.log) if gsde else (Noise.gaussian, StdType.scalar))
         # The locomotion recipe's initial std, or rl-zoo's start (configs/agent/bullet_zoo.yaml).
         assert dist.init_std == (0.35 if gsde else AGENT_ANT["actor"]["distribution_cfg"]["init_std"])
+
+
+def test_the_zoo_recipes_init_std_is_stable_baselines3s_initial_action_std() -> None:
+    # rl-zoo's log_std_init -2 scales Stable-Baselines3's gSDE features, the raw last hidden layer ([256, 256] ReLU,
+    # torch's default init); on inputs of unit variance (normalised observations, the Walker2D's 22) their norm sets
+    # the initial action std. This distribution's unit-norm features make init_std that std itself.
+    import torch
+    from torch import nn
+
+    init_std = to_train_config(compose(["task=walker2d", "run_dir=x"])).actor.distribution_cfg.init_std
+    starts = []
+    for seed in range(5):
+        torch.manual_seed(seed)
+        hidden = nn.Sequential(nn.Linear(22, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU())
+        with torch.no_grad():
+            starts.append(math.exp(-2.0) * hidden(torch.randn(4096, 22)).norm(dim=1).median().item())
+    assert min(starts) > 0.34 and max(starts) < 0.38  # 0.349-0.373 over these seeds (BENCHMARKS.md)
+    assert min(starts) - 0.01 <= init_std <= max(starts)
 
 
 def test_an_override_and_a_preset_change_the_tuned_values() -> None:
