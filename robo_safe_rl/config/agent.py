@@ -111,6 +111,12 @@ class AlgorithmConfig:
     num_learning_epochs: int = 5
     num_mini_batches: int = 4
     clip_param: float = 0.2
+    """PPO's clip range (of the probability ratio, and of the value change with ``use_clipped_value_loss``)."""
+    clip_param_final: float | None = None
+    """Addition (not rsl-rl's): with a number, the clip range falls linearly from ``clip_param`` to this value over
+    ``runner.max_iterations`` (Stable-Baselines3's linear ``clip_range`` schedule, evaluated as it does after each
+    rollout: the update of iteration i of N uses ``clip_param + (clip_param_final - clip_param) * (i + 1) / N``, and
+    iterations past N keep the final value); None keeps rsl-rl's constant clip."""
     gamma: float = 0.99
     lam: float = 0.95
     value_loss_coef: float = 1.0
@@ -132,6 +138,8 @@ class AlgorithmConfig:
         int_in("algorithm.num_learning_epochs", self.num_learning_epochs, 1)
         int_in("algorithm.num_mini_batches", self.num_mini_batches, 1)
         float_in("algorithm.clip_param", self.clip_param, 0.0, 1.0, low_open=True)
+        if self.clip_param_final is not None:
+            float_in("algorithm.clip_param_final", self.clip_param_final, 0.0, 1.0)
         float_in("algorithm.gamma", self.gamma, 0.0, 1.0)
         float_in("algorithm.lam", self.lam, 0.0, 1.0)
         float_in("algorithm.value_loss_coef", self.value_loss_coef, 0.0, 1.0e3)

@@ -102,6 +102,7 @@ def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
             "grad_guard": _plain(cfg.safety.grad_guard),
             "grad_faults": _plain(cfg.faults.grad),
             "dump_dir": run_dir,
+            "schedule_iterations": cfg.runner.max_iterations,
         },
         "actor": actor,
         "critic": {"class_name": MODEL, **_plain(cfg.critic)},

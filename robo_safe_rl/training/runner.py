@@ -335,14 +335,17 @@ class SafeRunner(OnPolicyRunner):
         safety.update({f"{k}_in_iteration" if k in safety else k: v for k, v in guard_metrics.items()})
         # The divisor of runner.normalize_rewards (one host sync per iteration, where it is written): PPO's rewards are
         # the env's over it. Under torchrun, rank 0's (the one with the writer; each rank keeps its own statistics).
-        train = None
+        train: dict[str, float] = {}
         if self.reward_scaler is not None and self.logger.writer is not None:
-            train = {"reward_scale": self.reward_scaler.scale()}
+            train["reward_scale"] = self.reward_scaler.scale()
+        # The clip range this iteration's update used, where algorithm.clip_param_final schedules it (SafePPO's (6)).
+        if getattr(self.alg, "clip_param_final", None) is not None:
+            train["clip_param"] = float(self.alg.clip_param)
         self.logger.log_iteration(
             it,
             safety,
             counters,
-            train,
+            train or None,
             start_it=start_it,
             total_it=total_it,
             collect_time=collect_time,

@@ -98,6 +98,10 @@ def test_schema_checks_hold_outside_hydra_too() -> None:
         ConfigError, match=re.escape("algorithm.desired_kl=None: expected a number when algorithm.schedule=adaptive")
     ):
         AlgorithmConfig(desired_kl=None)
+    with pytest.raises(
+        ConfigError, match=re.escape("algorithm.clip_param_final=1.5: expected a finite number in [0.0, 1.0]")
+    ):
+        AlgorithmConfig(clip_param_final=1.5)
 
 
 def test_resume_refuses_a_corrupt_or_foreign_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

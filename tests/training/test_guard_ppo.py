@@ -21,7 +21,7 @@ from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from robo_safe_rl.errors import ConfigError, NonFiniteError, NonFiniteStateError
-from robo_safe_rl.training.ppo import SafePPO
+from robo_safe_rl.training.ppo import SafePPO, scheduled_clip
 
 OBS, ACT, ENVS, STEPS = 6, 2, 8, 8
 N = 5 * 4  # rsl-rl's default 5 epochs x 4 mini-batches (of 16 transitions) per update
@@ -378,3 +378,41 @@ def test_recurrent_policies_are_guarded_and_the_storage_is_never_poisoned() -> N
     assert guarded.storage.returns.isfinite().all()
     assert_bitwise(snapshot(guarded), snapshot(plain))
     assert guarded.safety_counters["grad_steps_skipped"] == 2  # type: ignore[attr-defined]
+
+
+def test_the_clip_schedule_is_stable_baselines3s_linear_schedule_after_each_rollout() -> None:
+    # Worked example: rl-baselines3-zoo's lin_0.4 over 2M env steps gives the update after a rollout that brought the
+    # env steps to n the clip 0.4 * (1 - n / 2e6); with rollouts of 16 x 512 = 8,192 env steps, 122 iterations end at
+    # 999,424, where it is 0.4 * (1 - 999,424 / 2e6) = 0.2001152.
+    final = 0.4 * (1.0 - 999_424 / 2.0e6)
+    for i in (0, 1, 60, 121):
+        assert scheduled_clip(0.4, final, i, 122) == pytest.approx(0.4 * (1.0 - 8_192 * (i + 1) / 2.0e6), rel=1e-12)
+    assert scheduled_clip(0.4, 0.2, 121, 122) == 0.2
+    assert scheduled_clip(0.4, 0.2, 500, 122) == 0.2  # past the schedule (a resumed run): the final value
+
+
+def test_a_scheduled_clip_is_plain_ppo_with_its_clip_set_before_each_update() -> None:
+    # The reference: rsl-rl's PPO whose clip_param is set by hand to 0.35, 0.3, 0.25, 0.2, then kept (5 updates of a
+    # schedule from 0.4 to 0.2 over 4 iterations). A large rate makes the ratios leave the clip range, so the clip
+    # values decide the updates (checked against the constant clip).
+    kwargs = {"clip_param": 0.4, "learning_rate": 0.05, "schedule": "fixed"}
+    plain, scheduled = build(PPO, **kwargs), build(clip_param_final=0.2, schedule_iterations=4, **kwargs)
+    constant = build(**kwargs)
+    plain_losses, scheduled_losses = [], []
+    for it, clip in enumerate([0.35, 0.3, 0.25, 0.2, 0.2]):
+        rollout(plain, it)
+        plain.clip_param = clip
+        plain_losses.append(plain.update())
+        rollout(scheduled, it)
+        scheduled_losses.append(scheduled.update())
+        assert scheduled.clip_param == pytest.approx(clip, abs=1e-15)
+    assert scheduled_losses == plain_losses
+    assert_bitwise(snapshot(scheduled), snapshot(plain))
+    train(constant, iterations=5)
+    assert constant.clip_param == 0.4
+    assert not torch.equal(constant._raw_actor.mlp[0].weight, scheduled._raw_actor.mlp[0].weight)
+
+
+def test_a_clip_schedule_without_its_length_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"algorithm\.clip_param_final=0\.2: .*expected schedule_iterations >= 1"):
+        build(clip_param_final=0.2)
