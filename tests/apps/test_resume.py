@@ -163,22 +163,3 @@ def test_a_run_saved_before_reward_scaling_existed_resumes_without_it(logs: Path
     assert _config(resumed)["runner"]["normalize_rewards"] is False
     assert "reward_scaler_state_dict" not in torch.load(resumed / "model_1.pt", weights_only=True)
 
-
-def _clips(run_dir: Path) -> dict[int, float]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(run_dir))
-    events.Reload()
-    return {e.step: round(e.value, 6) for e in events.Scalars("Train/clip_param")}
-
-
-def test_a_scheduled_clip_resumes_on_its_own_schedule(tmp_path: Path) -> None:
-    # A clip from 0.3 to 0.1 over 4 iterations (worked: 0.3 - 0.2 * (i + 1) / 4 = 0.25, 0.2, 0.15, 0.1), stopped
-    # after iteration 1 and resumed from its checkpoint with the same runner.max_iterations: iterations 2 and 3 get the
-    # original run's 0.15 and 0.1, and the two iterations past the span keep 0.1.
-    schedule = [*TINY[:2], "algorithm.clip_param=0.3", "algorithm.clip_param_final=0.1", "runner.max_iterations=4"]
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    assert main([*schedule, "runner.save_interval=1", f"run_dir={whole}"]) == 0
-    assert _clips(whole) == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1}
-    assert main([*schedule, f"resume={whole / 'model_1.pt'}", f"run_dir={resumed}"]) == 0
-    assert _clips(resumed) == {2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}

@@ -1,13 +1,14 @@
-"""The clip schedule (``algorithm.clip_param_final``) in a real SafeRunner: each iteration's clip in TensorBoard."""
+"""The clip schedule (``algorithm.clip_param_final``) in a real SafeRunner and through a real resume of
+``tools/train.py``'s ``main``: each iteration's clip in TensorBoard."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 from tiny_env import TinyEnv, train_cfg
 
+from robo_safe_rl.apps.train import main
 from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.runner import SafeRunner
 
@@ -19,21 +20,37 @@ def runner(log_dir: Path, **algorithm: float) -> SafeRunner:
     )
 
 
-def test_tensorboard_shows_the_clip_of_each_iteration_and_a_resume_carries_on(tmp_path: Path) -> None:
+def logged_clips(run_dir: Path) -> dict[int, float]:
+    """``Train/clip_param`` of a run by iteration (rounded to 1e-6); empty when it was not logged."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    if "Train/clip_param" not in events.Tags()["scalars"]:
+        return {}
+    return {e.step: round(e.value, 6) for e in events.Scalars("Train/clip_param")}
+
+
+def test_tensorboard_shows_the_clip_of_each_iteration_and_a_resume_carries_on(tmp_path: Path) -> None:
     # A schedule from 0.3 to 0.1 over 4 iterations (worked: 0.3 - 0.2 * (i + 1) / 4), run as 3 iterations and then
     # 3 more, as a resumed run continues its iteration count: the last two stay at the final value.
     scheduled = runner(tmp_path / "scheduled", clip_param=0.3, clip_param_final=0.1, schedule_iterations=4)
     scheduled.learn(3)
     scheduled.learn(3)
-    events = EventAccumulator(str(tmp_path / "scheduled"))
-    events.Reload()
-    logged = events.Scalars("Train/clip_param")
-    assert [e.step for e in logged] == [0, 1, 2, 3, 4, 5]
-    assert [e.value for e in logged] == pytest.approx([0.25, 0.2, 0.15, 0.1, 0.1, 0.1], abs=1e-7)
+    assert logged_clips(tmp_path / "scheduled") == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}
     constant = runner(tmp_path / "constant", clip_param=0.3)
     constant.learn(2)
-    events = EventAccumulator(str(tmp_path / "constant"))
-    events.Reload()
-    assert "Train/clip_param" not in events.Tags()["scalars"] and constant.alg.clip_param == 0.3
+    assert logged_clips(tmp_path / "constant") == {} and constant.alg.clip_param == 0.3
+
+
+def test_a_scheduled_clip_resumes_on_its_own_schedule(tmp_path: Path) -> None:
+    # The same schedule in tools/train.py's main (the Ant, 2 envs x 8 steps), stopped after iteration 1 and resumed
+    # from its checkpoint with the same runner.max_iterations: iterations 2 and 3 get the original run's 0.15 and 0.1,
+    # and the two iterations past the span keep 0.1.
+    schedule = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=4"]
+    schedule += ["algorithm.clip_param=0.3", "algorithm.clip_param_final=0.1"]
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    assert main([*schedule, "runner.save_interval=1", f"run_dir={whole}"]) == 0
+    assert logged_clips(whole) == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1}
+    assert main([*schedule, f"resume={whole / 'model_1.pt'}", f"run_dir={resumed}"]) == 0
+    assert logged_clips(resumed) == {2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}
