@@ -162,4 +162,3 @@ def test_a_run_saved_before_reward_scaling_existed_resumes_without_it(logs: Path
     assert main([*TINY, f"resume={old}", f"run_dir={resumed}"]) == 0
     assert _config(resumed)["runner"]["normalize_rewards"] is False
     assert "reward_scaler_state_dict" not in torch.load(resumed / "model_1.pt", weights_only=True)
-
