@@ -8,7 +8,7 @@ Every function returns the raw term (before weight and ``step_dt``); :func:`weig
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +19,9 @@ from robosafe_tasks.a1.config import RewardConfig
 @dataclass
 class StepState:
     """What the reward terms read after one policy step (base-frame quantities as Isaac Lab's ``*_b``).
+
+    The 3- and 4-vectors may be tuples or lists of floats (the env's step passes them so; numpy's per-call overhead
+    outweighs its arithmetic at these sizes) or arrays.
 
     Attributes:
         lin_vel_b: Base linear velocity in the base frame, m/s. Shape: (3,).
@@ -37,18 +40,18 @@ class StepState:
         soft_high: Upper soft joint limits, rad. Shape: (12,).
     """
 
-    lin_vel_b: np.ndarray
-    ang_vel_b: np.ndarray
-    gravity_b: np.ndarray
+    lin_vel_b: Sequence[float]
+    ang_vel_b: Sequence[float]
+    gravity_b: Sequence[float]
     command: list[float]
     joint_pos: np.ndarray
     torques: np.ndarray
     joint_acc: np.ndarray
     action: np.ndarray
     last_action: np.ndarray
-    first_contact: np.ndarray
-    last_air_time: np.ndarray
-    thigh_forces: np.ndarray
+    first_contact: Sequence[bool]
+    last_air_time: Sequence[float]
+    thigh_forces: Sequence[float]
     soft_low: np.ndarray
     soft_high: np.ndarray
 
@@ -95,12 +98,14 @@ def feet_air_time(s: StepState, cfg: RewardConfig) -> float:
     """Per touch-down, (swing time - threshold); only while the commanded planar speed exceeds 0.1 m/s."""
     if math.hypot(s.command[0], s.command[1]) <= 0.1:
         return 0.0
-    return float(((s.last_air_time - cfg.feet_air_time_threshold) * s.first_contact).sum())
+    threshold = cfg.feet_air_time_threshold
+    return float(sum(air - threshold for air, landed in zip(s.last_air_time, s.first_contact, strict=True) if landed))
 
 
 def undesired_contacts(s: StepState, cfg: RewardConfig) -> float:
     """Number of thighs touching the ground."""
-    return float(np.count_nonzero(s.thigh_forces > cfg.contact_threshold))
+    threshold = cfg.contact_threshold
+    return float(sum(force > threshold for force in s.thigh_forces))
 
 
 def flat_orientation_l2(s: StepState, cfg: RewardConfig) -> float:

@@ -104,7 +104,7 @@ def pd_torques(target: np.ndarray, q: np.ndarray, qd: np.ndarray, control: Contr
     return np.minimum(np.maximum(tau, low), high)
 
 
-def link_contact_forces(client: int, robot: int, ground: int, num_links: int) -> np.ndarray:
+def link_contact_forces(client: int, robot: int, ground: int, num_links: int) -> list[float]:
     """Total normal contact force of each robot link on the ground, in N.
 
     Args:
@@ -114,9 +114,9 @@ def link_contact_forces(client: int, robot: int, ground: int, num_links: int) ->
         num_links: Number of robot links (``getNumJoints``).
 
     Returns:
-        Shape: (num_links + 1,): index ``link + 1`` (the trunk, link -1, is index 0).
+        ``num_links + 1`` forces: index ``link + 1`` (the trunk, link -1, is index 0).
     """
-    forces = np.zeros(num_links + 1)
+    forces = [0.0] * (num_links + 1)
     for point in pybullet.getContactPoints(bodyA=robot, bodyB=ground, physicsClientId=client):
         forces[point[3] + 1] += point[9]  # point[3]: the robot's link index; point[9]: normal force in N
     return forces

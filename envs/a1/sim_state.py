@@ -77,8 +77,8 @@ class SimulatorProtocol:
             float(v["command_time_left"]),
         )  # fmt: skip
         self._last_action = v["last_action"].copy()
-        self._air_time, self._contact_time = v["air_time"].copy(), v["contact_time"].copy()
-        self._last_air_time = v["last_air_time"].copy()
+        self._air_time, self._contact_time = v["air_time"].tolist(), v["contact_time"].tolist()
+        self._last_air_time = v["last_air_time"].tolist()
         self._push_time_left = float(v["push_time_left"]) if self.cfg.events.push_interval_s.enabled else math.inf
         self._elapsed_steps = int(v["elapsed_steps"])
         self._friction, self._added_mass = float(v["friction"]), float(v["added_mass"])

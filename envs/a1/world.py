@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from operator import itemgetter
 from typing import Any
 
 import gymnasium
@@ -19,6 +20,10 @@ from robosafe_tasks import physics, render
 from robosafe_tasks.a1 import robot
 from robosafe_tasks.a1.config import A1Config
 from robosafe_tasks.state import StateQuery
+
+# A joint state's position and velocity (getJointStates returns one tuple per joint).
+_POSITION = itemgetter(0)
+_VELOCITY = itemgetter(1)
 
 
 class A1World:
@@ -55,9 +60,10 @@ class A1World:
         self.num_links = pybullet.getNumJoints(self.robot, physicsClientId=c)
         self.foot_ids = physics.find_links(c, self.robot, robot.FOOT_LINKS)
         self.thigh_ids = physics.find_links(c, self.robot, robot.THIGH_LINKS)
-        # Their slots in robot.link_contact_forces' array (link + 1: the trunk is slot 0), built once, not per step.
-        self.foot_slots = np.array(self.foot_ids) + 1
-        self.thigh_slots = np.array(self.thigh_ids) + 1
+        # Pick the feet's and the thighs' forces out of robot.link_contact_forces' list (slot link + 1: the trunk is
+        # slot 0), each as a tuple of 4.
+        self.foot_forces = itemgetter(*(link + 1 for link in self.foot_ids))
+        self.thigh_forces = itemgetter(*(link + 1 for link in self.thigh_ids))
         self.trunk_mass = pybullet.getDynamicsInfo(self.robot, robot.TRUNK, physicsClientId=c)[0]
         self.links = list(range(-1, self.num_links))
         self.initial_state = pybullet.saveState(physicsClientId=c)
@@ -97,8 +103,7 @@ class A1World:
 
     def joint_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Joint positions (rad) and velocities (rad/s). Shapes: (12,)."""
-        states = pybullet.getJointStates(self.robot, self.joint_ids, physicsClientId=self.client)
-        return np.array([s[0] for s in states]), np.array([s[1] for s in states])
+        return joint_arrays(pybullet.getJointStates(self.robot, self.joint_ids, physicsClientId=self.client))
 
     def apply_torques(self, torques: np.ndarray) -> None:
         """Command torques for the next ``stepSimulation`` (a TORQUE_CONTROL command lasts one call)."""
@@ -146,8 +151,16 @@ class A1World:
         pybullet.disconnect(physicsClientId=self.client)
 
 
-def base_frame(orn: Any, vectors: list[Any]) -> list[np.ndarray]:
+def joint_arrays(states: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (rad) and velocities (rad/s) of ``getJointStates``' answer, as float64 arrays."""
+    n = len(states)
+    return np.fromiter(map(_POSITION, states), np.float64, n), np.fromiter(map(_VELOCITY, states), np.float64, n)
+
+
+def base_frame(orn: Any, vectors: Any) -> list[tuple[float, float, float]]:
     """Rotate world-frame vectors into the base frame (``quat_rotate_inverse``).
+
+    In Python floats: for three 3-vectors, numpy's array set-up costs twice the arithmetic (measured).
 
     Args:
         orn: Base orientation, quaternion xyzw.
@@ -156,8 +169,9 @@ def base_frame(orn: Any, vectors: list[Any]) -> list[np.ndarray]:
     Returns:
         The vectors in the base frame.
     """
-    rot = np.array(pybullet.getMatrixFromQuaternion(orn)).reshape(3, 3)  # base-to-world
-    return [rot.T @ np.asarray(v, dtype=np.float64) for v in vectors]
+    # Row-major base-to-world matrix R; R^T v takes its columns.
+    m0, m1, m2, m3, m4, m5, m6, m7, m8 = pybullet.getMatrixFromQuaternion(orn)
+    return [(m0 * x + m3 * y + m6 * z, m1 * x + m4 * y + m7 * z, m2 * x + m5 * y + m8 * z) for x, y, z in vectors]
 
 
 def yaw_of(orn: Any) -> float:

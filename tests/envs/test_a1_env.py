@@ -219,6 +219,28 @@ def test_pushes_add_their_velocity_at_their_interval() -> None:
     calm.close()
 
 
+def test_the_first_substep_reads_the_state_the_env_left() -> None:
+    # One substep per step: its PD torques come from the joint states the last query kept (reset, step, a push,
+    # set_sim_state), which must be the engine's current ones, whatever happened since the previous step.
+    push = {"push_interval_s": {"enabled": True, "range": [0.04, 0.04]}, "push_velocity": [0.5, 0.5]}
+    env = quiet_a1(control={"decimation": 1}, **_events(**push))
+    other = quiet_a1(control={"decimation": 1})
+    other.reset(seed=3)
+    moment = other.get_sim_state()
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    for step in range(8):
+        if step == 5:
+            env.set_sim_state(moment)
+        q, qd = env._world.joint_arrays()
+        a = rng.uniform(-1.0, 1.0, 12)
+        env.step(a)
+        expected = robot.pd_torques(robot.DEFAULT_JOINT_POS + 0.25 * a, q, qd, env.cfg.control)
+        np.testing.assert_array_equal(env._torques, expected)
+    env.close()
+    other.close()
+
+
 def test_settings_read_from_the_task_yaml_as_omegaconf_containers() -> None:
     # `--list-tasks` builds each task from its YAML as OmegaConf reads it (ListConfig ranges, DictConfig sections).
     cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "task" / "a1_flat.yaml")

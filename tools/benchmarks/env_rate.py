@@ -184,12 +184,13 @@ def bench_a1_terms(steps: int = 2000, repeats: int = 5, calls: int = 20_000) -> 
         default.close()
         silent.close()
     cfg = RewardConfig()
+    # The types the step passes: tuples and lists for the 3- and 4-vectors, arrays for the joints.
     state = rewards.StepState(
-        lin_vel_b=np.array([0.4, -0.1, 0.05]), ang_vel_b=np.array([0.1, -0.2, 0.3]),
-        gravity_b=np.array([0.05, 0.02, -0.99]), command=[0.5, 0.2, -0.3], joint_pos=np.full(12, 0.1),
-        torques=np.full(12, 3.0), joint_acc=np.full(12, 500.0), action=np.full(12, 0.2), last_action=np.full(12, 0.1),
-        first_contact=np.array([True, False, False, True]), last_air_time=np.array([0.3, 0.2, 0.4, 0.1]),
-        thigh_forces=np.zeros(4), soft_low=np.full(12, -1.0), soft_high=np.full(12, 1.0),
+        lin_vel_b=(0.4, -0.1, 0.05), ang_vel_b=(0.1, -0.2, 0.3), gravity_b=(0.05, 0.02, -0.99),
+        command=[0.5, 0.2, -0.3], joint_pos=np.full(12, 0.1), torques=np.full(12, 3.0), joint_acc=np.full(12, 500.0),
+        action=np.full(12, 0.2), last_action=np.full(12, 0.1), first_contact=[True, False, False, True],
+        last_air_time=[0.3, 0.2, 0.4, 0.1], thigh_forces=(0.0, 0.0, 0.0, 0.0), soft_low=np.full(12, -1.0),
+        soft_high=np.full(12, 1.0),
     )  # fmt: skip
     per_term = {}
     for name in TERM_NAMES:
