@@ -37,7 +37,7 @@ from robosafe_tasks.state import StateQuery
 _NOISE = np.concatenate([np.full(3, 0.1), np.full(3, 0.2), np.full(3, 0.05), np.zeros(3), np.full(12, 0.01),
                          np.full(12, 1.5), np.zeros(12)])  # fmt: skip
 # uniform(low, high) draws low + (high - low) * random(), so these give Generator.uniform(-_NOISE, _NOISE)'s values
-# bit for bit at a third of its cost (its array arguments go through broadcasting machinery; measured).
+# bit for bit at a seventh of its cost (1.0 us against 7.1: its array arguments go through broadcasting machinery).
 _NOISE_LOW, _NOISE_SPAN = -_NOISE, _NOISE - -_NOISE
 _UP = (0.0, 0.0, -1.0)
 
@@ -198,9 +198,8 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         w, cfg, dt = self._world, self.cfg, self.step_dt
         query = w.query()
         self._last_query = query
-        pos, orn, lin, ang, states = query
-        q, qd = joint_arrays(states)
-        lin_b, ang_b, grav_b = base_frame(orn, (lin, ang, _UP))
+        pos, orn, lin, ang, _ = query
+        lin_b, ang_b, grav_b, q, qd = _read(query)
         forces = robot.link_contact_forces(w.client, w.robot, w.ground, w.num_links)
         threshold = cfg.rewards.contact_threshold
         first_contact = self._update_air_time([f > threshold for f in w.foot_forces(forces)])
@@ -275,9 +274,7 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         """The policy observation (module docstring) of the current state, queried from the engine."""
         query = self._world.query()
         self._last_query = query
-        _, orn, lin, ang, states = query
-        lin_b, ang_b, grav_b = base_frame(orn, (lin, ang, _UP))
-        q, qd = joint_arrays(states)
+        lin_b, ang_b, grav_b, q, qd = _read(query)
         return self._observation(lin_b, ang_b, grav_b, q - self._default_q, qd)
 
     def _observation(self, lin_b: Any, ang_b: Any, grav_b: Any, q_rel: np.ndarray, qd: np.ndarray) -> np.ndarray:
@@ -299,3 +296,10 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         if self.render_mode != "rgb_array":
             return None
         return self._world.camera_image(self.render_width, self.render_height)
+
+
+def _read(query: StateQuery) -> tuple[Any, Any, Any, np.ndarray, np.ndarray]:
+    """A query's base linear and angular velocity and gravity direction in the base frame (3-vectors), and its joint
+    positions and velocities (arrays of 12)."""
+    _, orn, lin, ang, states = query
+    return (*base_frame(orn, (lin, ang, _UP)), *joint_arrays(states))
