@@ -177,55 +177,91 @@ def section_checkpoint(quick: bool) -> str:
     return _table(["case", "wall s (median)", "MB/s", "peak MiB above imports"], rows) + "\n\n" + note
 
 
-def section_presets(quick: bool) -> str:
-    """The three presets on Ant: 3 seeds each on one budget, and each under the gauntlet drill (minutes)."""
+def section_presets(quick: bool, tasks: tuple[str, ...] | None = None) -> str:
+    """The three presets on each task of ``tasks`` (the learning section's): 3 seeds each on the learning budget, and
+    each preset under the gauntlet drill on the Ant (hours)."""
+    from benchmarks.learning import LEARNING_OVERRIDES, task_iterations
     from benchmarks.presets import bench_presets, plot_curves
 
     repo = Path(__file__).resolve().parents[2]
-    iterations = 6 if quick else PRESET_ITERATIONS
+    tasks = tasks or (LEARNING_TASKS[:1] if quick else LEARNING_TASKS)
+    if quick:
+        small = ["task.num_envs=4", "runner.num_steps_per_env=8", "+task.env_kwargs.max_episode_steps=50"]
+        budget = {task: [*small, "runner.max_iterations=3"] for task in tasks}
+        drill = ["task=ant", "torch_threads=1", *small, "runner.max_iterations=8"]
+        seeds: tuple[int, ...] = (1, 2)
+    else:
+        budget = {task: [f"runner.max_iterations={task_iterations(task, LEARNING_STEPS)}"] for task in tasks}
+        drill = ["task=ant", "torch_threads=1", f"runner.max_iterations={PRESET_DRILL_ITERATIONS}"]
+        seeds = (1, 2, 3)
     # The runs stay in logs/bench_presets/ (ignored by git) for TensorBoard and tools/play.py.
     out = repo / "logs" / ("bench_presets_quick" if quick else "bench_presets")
-    extra = ["task.num_envs=4"] if quick else []
-    r = bench_presets(repo, out, iterations=iterations, extra=extra, eval_episodes=2 if quick else 16)
-    plot = repo / "docs" / "presets_ant.png"
-    plot_curves(r, plot)
-    rows = []
-    base = r["presets"]["ppo"]["final_return_mean"]
-    for name, p in r["presets"].items():
-        mean, lo, hi = p["final_return_mean"], p["final_return_min"], p["final_return_max"]
-        d = p["drill"]
-        rows.append(
-            [
-                f"`{name}`",
-                "n/a" if mean is None else f"{mean:,.0f} [{lo:,.0f}, {hi:,.0f}]",
-                "n/a" if mean is None or not base else f"{mean / base:.2f}",
-                f"{p['env_steps']:,}",
-                f"{p['wall_s_median']:.0f}",
-                f"{p['lr_median']:.2g}",
-                f"{p['lr_at_floor']:.0%}",
-                f"{d['status']}; {d['faults_injected']:,} faults injected; {d['rollbacks']} rollbacks, "
-                f"{d['grad_steps_skipped']} skipped steps, {d['physics_errors']} physics errors; final policy's "
-                f"return {d['final_return']:,.0f}",
-            ]
-        )
+    r = bench_presets(repo, out, budget, drill, seeds=seeds, eval_episodes=2 if quick else 16)
     header = [
+        "task",
         "preset",
-        "final return, mean [min, max] of seeds",
+        "return over seeds, mean +- std [min, max]",
+        "seeds' returns",
         "vs ppo",
         "env steps",
         "wall s (median)",
         "lr (median)",
         "iterations at lr floor",
-        "under +drill=gauntlet (seed 1)",
     ]
+    rows, figures = [], []
+    for task, by_preset in r["compare"].items():
+        base = by_preset["ppo"]["final_return"]["mean"]
+        for name, p in by_preset.items():
+            f = p["final_return"]
+            runs = p["runs"]
+            rows.append(
+                [
+                    task,
+                    f"`{name}`",
+                    _spread(f),
+                    " / ".join(f"{v:,.0f}" for v in f["values"]) or "n/a",
+                    "n/a" if f["mean"] is None or not base else f"{f['mean'] / base:.2f}",
+                    f"{runs[0].env_steps:,}",
+                    f"{statistics.median(run.wall_s for run in runs):,.0f}",
+                    f"{p['lr_median']:.2g}",
+                    f"{p['lr_at_floor']:.0%}",
+                ]
+            )
+        figure = (out if quick else repo / "docs") / f"presets_{task}.png"  # a quick run's figures stay with its runs
+        runs_by_preset = {name: p["runs"] for name, p in by_preset.items()}
+        plot_curves(runs_by_preset, figure, f"task={task}: the presets on the learning budget, {len(seeds)} seeds")
+        figures.append(f"![{task}: presets' learning curves]({figure.relative_to(repo)})")
+    drill_header = ["preset", "status", "env steps", "faults injected", "rollbacks", "skipped steps", "physics errors"]
+    drill_header.append("final policy's return (no faults)")
+    drill_rows = []
+    for name, d in r["drills"].items():
+        drill_rows.append(
+            [
+                f"`{name}`",
+                d.status,
+                f"{d.env_steps:,}",
+                f"{sum(d.faults_injected.values()):,}",
+                str(d.safety.get("rollbacks", 0)),
+                str(d.safety.get("grad_steps_skipped", 0)),
+                str(d.safety.get("physics_errors", 0)),
+                "n/a" if d.final_return is None else f"{d.final_return:,.0f}",
+            ]
+        )
     note = (
-        f"Seeds {r['seeds']}, {r['iterations']} iterations each. Final return: the final checkpoint by "
-        f"`tools/evaluate.py` (deterministic policy, {r['eval_episodes']} full episodes of up to 1000 steps, test "
-        "seeds); for the drill row, the same evaluation without faults. Learning curves (returns of "
-        "the episodes that ended in each iteration, during training): `docs/presets_ant.png`. Runs in parallel, two "
-        "at a time, one torch thread each."
+        f"Seeds {r['seeds']}. Every comparison run: `python tools/train.py task=T algo=P "
+        f"{' '.join(LEARNING_OVERRIDES)} OVERRIDES seed=S`, two at a time, one core each, where OVERRIDES is the "
+        "task's budget, as in the learning section ("
+        + "; ".join(f"{task}: `{' '.join(budget[task])}`" for task in budget)
+        + "), so `ppo`'s runs are that section's. Returns: the final checkpoint by `python tools/evaluate.py RUN` "
+        f"(deterministic, {r['eval_episodes']} full episodes, test seeds), a seed's mean; over seeds, mean +- std of "
+        "those. `vs ppo`: the ratio of the means over seeds. Learning curves (the training episodes' returns, "
+        "stochastic policy) per task below."
     )
-    return _table(header, rows) + "\n\n" + note + "\n\n![learning curves](docs/presets_ant.png)"
+    drill_note = (
+        f"Under the drill: `python tools/train.py algo=P seed=1 {' '.join(drill)} +drill=gauntlet` (the Ant's default "
+        "env workers), beside the comparison runs; the final policy evaluated as above, without faults."
+    )
+    return "\n\n".join([_table(header, rows), note, "\n".join(figures), _table(drill_header, drill_rows), drill_note])
 
 
 def section_workers(quick: bool) -> str:
@@ -359,8 +395,8 @@ def section_schedule(quick: bool) -> str:
     return _table(header, rows) + "\n\n" + note
 
 
-#: Training budget of the preset comparison: 488 x 16 envs x 64 steps (Ant's tuned rollout) = 499,712 env steps per run.
-PRESET_ITERATIONS = 488
+#: Training budget of the presets' drill runs: 488 x 16 envs x 64 steps (Ant's tuned rollout) = 499,712 env steps.
+PRESET_DRILL_ITERATIONS = 488
 #: Training budget of the learning curves, in env steps per run: each task runs the iterations of its own rollout that
 #: reach it (:func:`benchmarks.learning.task_iterations`; the Ant: 977 x 16 envs x 64 steps = 1,000,448).
 LEARNING_STEPS = 1_000_000
@@ -377,10 +413,11 @@ def _spread(stats: dict | None) -> str:
 LEARNING_TASKS = ("ant", "half_cheetah", "hopper", "walker2d")
 
 
-def section_learning(quick: bool) -> str:
-    """Each task of :data:`LEARNING_TASKS` with its tuned values: 3 seeds of 1M env steps, two trainings at a time
-    (one core each), learning curves against env steps and wall time, the final policies by the evaluation protocol;
-    then the Ant's seed 1 once more with the env workers, alone on the machine: its wall time, and the same return."""
+def section_learning(quick: bool, tasks: tuple[str, ...] | None = None) -> str:
+    """Each task of ``tasks`` (:data:`LEARNING_TASKS`) with its tuned values: 3 seeds of 1M env steps, two trainings
+    at a time (one core each), learning curves against env steps and wall time, the final policies by the evaluation
+    protocol; then, with the Ant, its seed 1 once more with the env workers, alone on the machine: its wall time, and
+    the same return."""
     from concurrent.futures import ThreadPoolExecutor
 
     from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO, bench_learning, plot_learning, task_iterations
@@ -390,10 +427,10 @@ def section_learning(quick: bool) -> str:
         small = ["task.num_envs=4", "runner.num_steps_per_env=8", "runner.max_iterations=3"]
         small += ["+task.env_kwargs.max_episode_steps=50"]
         seeds: tuple[int, ...] = (1, 2)
-        tasks: tuple[str, ...] = LEARNING_TASKS[:2]
+        tasks = tasks or LEARNING_TASKS[:2]
         budget = {task: small for task in tasks}
     else:
-        seeds, tasks = (1, 2, 3), LEARNING_TASKS
+        seeds, tasks = (1, 2, 3), tasks or LEARNING_TASKS
         budget = {task: [f"runner.max_iterations={task_iterations(task, LEARNING_STEPS)}"] for task in tasks}
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
     episodes = 2 if quick else 16
@@ -406,8 +443,9 @@ def section_learning(quick: bool) -> str:
         results = dict(zip(tasks, pool.map(one_task, tasks), strict=True))
     # The workers' wall-clock figure: the Ant's seed 1 again with the envs in two worker processes and nothing else
     # running. Its return must be the one-core run's (the workers change no trajectory).
-    ant_workers = ["task=ant", *budget["ant"], "task.num_workers=2"]  # after LEARNING_OVERRIDES' 0: the later wins
-    workers = bench_learning(repo, out / "ant_workers", ant_workers, seeds=seeds[:1], eval_episodes=episodes)
+    if "ant" in budget:
+        ant_workers = ["task=ant", *budget["ant"], "task.num_workers=2"]  # after LEARNING_OVERRIDES' 0: the later wins
+        workers = bench_learning(repo, out / "ant_workers", ant_workers, seeds=seeds[:1], eval_episodes=episodes)
 
     header = ["task", "seed", "env steps", "wall s", "return, mean +- std [min, max] of episodes", "length", "status"]
     rows, lines, figures = [], [], []
@@ -439,7 +477,9 @@ def section_learning(quick: bool) -> str:
         + f"\n\nEvery run: `python tools/train.py task=T {' '.join(LEARNING_OVERRIDES)} OVERRIDES seed=S`, two at a "
         "time, one core each, where OVERRIDES is the task's budget ("
         + "; ".join(f"{task}: `{' '.join(budget[task])}`" for task in tasks)
-        + "); the workers row: the Ant's with `task.num_workers=2`, alone. Final checkpoint by "
+        + ")"
+        + ("; the workers row: the Ant's with `task.num_workers=2`, alone" if "ant" in budget else "")
+        + ". Final checkpoint by "
         f"`python tools/evaluate.py RUN` ({episodes} full episodes, deterministic, test seeds). Curves: training "
         "episodes' returns (stochastic policy) against env steps and wall time."
     )
@@ -533,7 +573,7 @@ def section_a1(quick: bool) -> str:
     )
 
 
-SECTIONS: dict[str, Callable[[bool], str]] = {
+SECTIONS: dict[str, Callable[..., str]] = {
     "env": section_env,
     "safestep": section_safestep,
     "guard": section_guard,
@@ -547,6 +587,8 @@ SECTIONS: dict[str, Callable[[bool], str]] = {
 }
 #: Sections run when --only is not given (presets and learning take hours: ask for them by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
+#: Sections that train on a choice of tasks (``--tasks``; by default all of :data:`LEARNING_TASKS`).
+TASK_SECTIONS = ("presets", "learning")
 
 
 def render(name: str, body: str, argv: list[str], machine: dict[str, str]) -> str:
@@ -581,12 +623,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes: checks the script, not the figures")
     parser.add_argument("--write", type=Path, help="replace the measured sections in this Markdown file")
+    parser.add_argument("--tasks", help=f"comma-separated tasks of {list(LEARNING_TASKS)} for {list(TASK_SECTIONS)}")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
         print(f"bench: unknown section(s) {unknown}; expected some of {list(SECTIONS)}", file=sys.stderr)
         return 2
+    tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks is not None else None
+    if tasks is not None:
+        wrong = [t for t in tasks if t not in LEARNING_TASKS]
+        if wrong or not tasks:
+            print(f"bench: --tasks {args.tasks!r}: expected some of {list(LEARNING_TASKS)}", file=sys.stderr)
+            return 2
+        if not set(names) <= set(TASK_SECTIONS):
+            others = [n for n in names if n not in TASK_SECTIONS]
+            print(f"bench: --tasks applies to {list(TASK_SECTIONS)} only, not to {others}", file=sys.stderr)
+            return 2
     machine = machine_description()
     shown_argv = [a for i, a in enumerate(argv) if not a.startswith("--write") and argv[i - 1 : i] != ["--write"]]
     # A section takes seconds to half an hour and prints its block only at its end: a bar on a terminal says which
@@ -594,7 +647,8 @@ def main(argv: list[str] | None = None) -> int:
     with progress_bar("bench", len(names)) as bar:
         for number, name in enumerate(names, start=1):
             bar.describe(f"bench: {name} ({number}/{len(names)})")
-            block = render(name, SECTIONS[name](args.quick), shown_argv, machine)
+            body = SECTIONS[name](args.quick, tasks) if name in TASK_SECTIONS else SECTIONS[name](args.quick)
+            block = render(name, body, shown_argv, machine)
             print(block, flush=True)
             if args.write is not None:
                 write_section(args.write, name, block)

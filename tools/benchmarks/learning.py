@@ -117,38 +117,48 @@ def bench_learning(
         ``max``, ``values``: the per-seed mean evaluation returns).
     """
     out.mkdir(parents=True, exist_ok=True)
-
-    def one(seed: int) -> LearningRun:
-        run_dir = out / f"seed{seed}"
-        summary = train(repo, run_dir, [*LEARNING_OVERRIDES, *overrides, f"seed={seed}"], out / f"seed{seed}.log")
-        run = LearningRun(
-            seed, str(run_dir), curve(run_dir, summary), summary["env_steps"], summary["wall_s"], summary["status"]
-        )
-        run.steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
-        if summary.get("final_checkpoint"):
-            run.final = evaluate_checkpoint(repo, summary["final_checkpoint"], eval_episodes, split)
-        return run
-
     runs: list[LearningRun] = []
     bar_text = f"bench learning: {len(seeds)} trainings"
     # The threads only wait on the subprocesses.
     with progress_bar(bar_text, len(seeds)) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for run in pool.map(one, seeds):
+        for run in pool.map(lambda seed: learning_run(repo, out, overrides, seed, eval_episodes, split), seeds):
             runs.append(run)
             bar.advance()
-    finals = [r.final["return"]["mean"] for r in runs if r.final]
     return {
         "overrides": list(overrides),
         "seeds": list(seeds),
         "eval_episodes": eval_episodes,
         "runs": runs,
-        "final_return": {
-            "mean": statistics.fmean(finals) if finals else None,
-            "std": statistics.pstdev(finals) if finals else None,
-            "min": min(finals) if finals else None,
-            "max": max(finals) if finals else None,
-            "values": finals,
-        },
+        "final_return": over_seeds(runs),
+    }
+
+
+def learning_run(
+    repo: Path, out: Path, overrides: list[str], seed: int, eval_episodes: int = 16, split: str = "test"
+) -> LearningRun:
+    """Train ``overrides`` with ``seed`` into ``out/seed<seed>`` (one core: :data:`LEARNING_OVERRIDES`) and evaluate
+    its final checkpoint."""
+    run_dir = out / f"seed{seed}"
+    summary = train(repo, run_dir, [*LEARNING_OVERRIDES, *overrides, f"seed={seed}"], out / f"seed{seed}.log")
+    run = LearningRun(
+        seed, str(run_dir), curve(run_dir, summary), summary["env_steps"], summary["wall_s"], summary["status"]
+    )
+    run.steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
+    if summary.get("final_checkpoint"):
+        run.final = evaluate_checkpoint(repo, summary["final_checkpoint"], eval_episodes, split)
+    return run
+
+
+def over_seeds(runs: list[LearningRun]) -> dict[str, Any]:
+    """``mean``, ``std`` (population), ``min``, ``max`` and ``values`` of the runs' mean evaluation returns (the runs
+    without a final evaluation left out); ``None`` statistics when no run has one."""
+    finals = [r.final["return"]["mean"] for r in runs if r.final]
+    return {
+        "mean": statistics.fmean(finals) if finals else None,
+        "std": statistics.pstdev(finals) if finals else None,
+        "min": min(finals) if finals else None,
+        "max": max(finals) if finals else None,
+        "values": finals,
     }
 
 
