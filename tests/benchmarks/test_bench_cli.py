@@ -41,6 +41,19 @@ def test_unknown_section_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown section(s) ['warp']" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--only", "presets", "--tasks", "ant,humanoid"], "--tasks 'ant,humanoid': expected some of ['ant', "),
+        (["--only", "learning", "--tasks", ","], "--tasks ',': expected some of "),
+        (["--only", "presets,env", "--tasks", "ant"], "applies to ['presets', 'learning'] only, not to ['env']"),
+    ],
+)
+def test_tasks_are_checked_before_anything_runs(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_tool_runs_as_a_subprocess() -> None:
     done = subprocess.run(
         [sys.executable, "tools/bench.py", "--quick", "--only", "safestep"],
