@@ -47,9 +47,13 @@ def test_unknown_section_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
         (["--only", "presets", "--tasks", "ant,humanoid"], "--tasks 'ant,humanoid': expected some of ['ant', "),
         (["--only", "learning", "--tasks", ","], "--tasks ',': expected some of "),
         (["--only", "presets,env", "--tasks", "ant"], "applies to ['presets', 'learning'] only, not to ['env']"),
+        (["--only", "presets", "--seeds", "1,1"], "--seeds '1,1': expected distinct integers >= 1"),
+        (["--only", "learning", "--seeds", "0,2"], "--seeds '0,2': expected distinct integers >= 1"),
+        (["--only", "learning", "--seeds", "1,two"], "--seeds '1,two': expected distinct integers >= 1"),
+        (["--only", "env", "--seeds", "4,5"], "--seeds applies to ['presets', 'learning'] only, not to ['env']"),
     ],
 )
-def test_tasks_are_checked_before_anything_runs(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tasks_and_seeds_are_checked_first(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert said in capsys.readouterr().err
 

@@ -1,5 +1,6 @@
-"""The presets section: each preset on a task's learning budget, the ratio to ``ppo`` from the seeds' evaluations,
-and each preset once under the gauntlet drill with every fault accounted for."""
+"""The presets section: each preset on a task's learning budget, the ratio to ``ppo`` from the seeds' evaluations
+with the interval their spread allows, a block per task, and each preset once under the gauntlet drill with every
+fault accounted for."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
 from benchmarks.cli import main as bench_main
+from benchmarks.presets import ratio_interval
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,25 +22,45 @@ def _rows(text: str, cells: int) -> list[list[str]]:
     return [r for r in rows if len(r) == cells and not set(r[0]) <= {"-"} and r[0] not in ("task", "preset")]
 
 
+def test_the_ratio_interval_is_the_bootstrap_of_the_seeds_means() -> None:
+    # Worked: a preset's seeds [1, 2] against ppo's [1, 1]: ppo's resampled mean is always 1, the preset's 1, 1.5 or 2
+    # (a quarter, a half, a quarter of the resamples), so the 2.5th and 97.5th percentiles of the ratio are 1 and 2.
+    assert ratio_interval([1.0, 2.0], [1.0, 1.0]) == (1.0, 2.0)
+    assert ratio_interval([3.0, 3.0, 3.0], [2.0, 2.0]) == (1.5, 1.5)  # no spread, no interval
+    # Three draws of [1, 2, 3] are all the lowest (mean 1) or all the highest (mean 3) in 1 of 27 resamples each: more
+    # than the 2.5% tail, so the extremes are the interval's ends.
+    assert ratio_interval([1.0, 2.0, 3.0], [2.0, 2.0, 2.0, 2.0]) == (0.5, 1.5)
+    assert ratio_interval([1.0, 2.0], [1.0, 2.0], seed=5) == ratio_interval([1.0, 2.0], [1.0, 2.0], seed=5)
+    assert ratio_interval([], [1.0]) is None and ratio_interval([1.0], [0.0, 1.0]) is None
+
+
 @pytest.mark.slow  # the presets section at quick sizes: three presets x two tiny Ant trainings, and three drill runs
 def test_the_presets_section_compares_each_preset_with_ppo_and_drills_each(tmp_path: Path) -> None:
     doc = tmp_path / "BENCH.md"
+    # Another task's block, measured before: a run of the Ant's leaves it as it was.
+    kept = "<!-- bench:presets:hopper -->\nthe hopper's rows\n<!-- /bench:presets:hopper -->"
+    doc.write_text(f"# Benchmarks\n\n{kept}\n", encoding="utf-8")
     assert bench_main(["--quick", "--only", "presets", "--write", str(doc)]) == 0
     text = doc.read_text(encoding="utf-8")
-    compare = _rows(text, 9)
-    assert [(r[0], r[1]) for r in compare] == [("ant", "`ppo`"), ("ant", "`ppo_conservative`"), ("ant", "`ppo_safe`")]
+    assert kept in text
+    ant = text[text.index("<!-- bench:presets:ant -->") : text.index("<!-- /bench:presets:ant -->")]
+    compare = _rows(ant, 9)
+    assert [r[0] for r in compare] == ["`ppo`", "`ppo_conservative`", "`ppo_safe`"]
     base = None
     for row in compare:
-        seeds = [float(v.replace(",", "")) for v in row[3].split(" / ")]
+        seeds = [float(v.replace(",", "")) for v in row[2].split(" / ")]
         assert len(seeds) == 2 and row[5] == "96"  # 3 iterations x 4 envs x 8 steps
         # The mean over seeds is that of the seeds' returns (each rounded to 0 digits in the table), and the ratio is
-        # of the means.
-        mean = float(row[2].split(" +- ")[0].replace(",", ""))
+        # of the means, inside its bootstrap interval.
+        mean = float(row[1].split(" +- ")[0].replace(",", ""))
         assert mean == pytest.approx(sum(seeds) / 2, abs=1.0)
         base = mean if base is None else base
-        assert float(row[4]) == pytest.approx(mean / base, abs=0.01 + 1.0 / base)
-    assert compare[0][4] == "1.00"
-    drills = _rows(text, 8)
+        assert float(row[3]) == pytest.approx(mean / base, abs=0.01 + 1.0 / base)
+        low, high = (float(v) for v in row[4].strip("[]").split(", "))
+        assert low - 0.01 <= float(row[3]) <= high + 0.01
+    assert compare[0][3] == "1.00"
+    drill = text[text.index("<!-- bench:presets:drill -->") : text.index("<!-- /bench:presets:drill -->")]
+    drills = _rows(drill, 8)
     assert [r[0] for r in drills] == ["`ppo`", "`ppo_conservative`", "`ppo_safe`"]
     for row in drills:
         # 8 iterations x 4 envs x 8 steps, completed under the drill, and every injected fault met by the stack.

@@ -177,11 +177,17 @@ def section_checkpoint(quick: bool) -> str:
     return _table(["case", "wall s (median)", "MB/s", "peak MiB above imports"], rows) + "\n\n" + note
 
 
-def section_presets(quick: bool, tasks: tuple[str, ...] | None = None) -> str:
-    """The three presets on each task of ``tasks`` (the learning section's): 3 seeds each on the learning budget, and
-    each preset under the gauntlet drill on the Ant (hours)."""
+def section_presets(
+    quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None
+) -> dict[str, str]:
+    """The three presets on each task of ``tasks`` (the learning section's): ``seeds`` (1, 2, 3) each on the learning
+    budget; with the Ant, each preset under the gauntlet drill too (hours).
+
+    One block per task (``presets:<task>``) and one for the drill (``presets:drill``): a run of some tasks replaces
+    their blocks and leaves the other tasks' as they were measured.
+    """
     from benchmarks.learning import LEARNING_OVERRIDES, task_iterations
-    from benchmarks.presets import bench_presets, plot_curves
+    from benchmarks.presets import bench_presets, plot_curves, ratio_interval
 
     repo = Path(__file__).resolve().parents[2]
     tasks = tasks or (LEARNING_TASKS[:1] if quick else LEARNING_TASKS)
@@ -189,38 +195,42 @@ def section_presets(quick: bool, tasks: tuple[str, ...] | None = None) -> str:
         small = ["task.num_envs=4", "runner.num_steps_per_env=8", "+task.env_kwargs.max_episode_steps=50"]
         budget = {task: [*small, "runner.max_iterations=3"] for task in tasks}
         drill = ["task=ant", "torch_threads=1", *small, "runner.max_iterations=8"]
-        seeds: tuple[int, ...] = (1, 2)
+        seeds = seeds or (1, 2)
     else:
         budget = {task: [f"runner.max_iterations={task_iterations(task, LEARNING_STEPS)}"] for task in tasks}
         drill = ["task=ant", "torch_threads=1", f"runner.max_iterations={PRESET_DRILL_ITERATIONS}"]
-        seeds = (1, 2, 3)
+        seeds = seeds or (1, 2, 3)
     # The runs stay in logs/bench_presets/ (ignored by git) for TensorBoard and tools/play.py.
     out = repo / "logs" / ("bench_presets_quick" if quick else "bench_presets")
-    r = bench_presets(repo, out, budget, drill, seeds=seeds, eval_episodes=2 if quick else 16)
+    r = bench_presets(
+        repo, out, budget, drill if "ant" in tasks else None, seeds=seeds, eval_episodes=2 if quick else 16
+    )
     header = [
-        "task",
         "preset",
         "return over seeds, mean +- std [min, max]",
         "seeds' returns",
         "vs ppo",
+        "vs ppo, 95% bootstrap interval",
         "env steps",
         "wall s (median)",
         "lr (median)",
         "iterations at lr floor",
     ]
-    rows, figures = [], []
+    blocks = {}
     for task, by_preset in r["compare"].items():
-        base = by_preset["ppo"]["final_return"]["mean"]
+        base = by_preset["ppo"]["final_return"]
+        rows = []
         for name, p in by_preset.items():
             f = p["final_return"]
             runs = p["runs"]
+            interval = ratio_interval(f["values"], base["values"])
             rows.append(
                 [
-                    task,
                     f"`{name}`",
                     _spread(f),
                     " / ".join(f"{v:,.0f}" for v in f["values"]) or "n/a",
-                    "n/a" if f["mean"] is None or not base else f"{f['mean'] / base:.2f}",
+                    "n/a" if f["mean"] is None or not base["mean"] else f"{f['mean'] / base['mean']:.2f}",
+                    "n/a" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]",
                     f"{runs[0].env_steps:,}",
                     f"{statistics.median(run.wall_s for run in runs):,.0f}",
                     f"{p['lr_median']:.2g}",
@@ -230,38 +240,41 @@ def section_presets(quick: bool, tasks: tuple[str, ...] | None = None) -> str:
         figure = (out if quick else repo / "docs") / f"presets_{task}.png"  # a quick run's figures stay with its runs
         runs_by_preset = {name: p["runs"] for name, p in by_preset.items()}
         plot_curves(runs_by_preset, figure, f"task={task}: the presets on the learning budget, {len(seeds)} seeds")
-        figures.append(f"![{task}: presets' learning curves]({figure.relative_to(repo)})")
-    drill_header = ["preset", "status", "env steps", "faults injected", "rollbacks", "skipped steps", "physics errors"]
-    drill_header.append("final policy's return (no faults)")
-    drill_rows = []
-    for name, d in r["drills"].items():
-        drill_rows.append(
-            [
-                f"`{name}`",
-                d.status,
-                f"{d.env_steps:,}",
-                f"{sum(d.faults_injected.values()):,}",
-                str(d.safety.get("rollbacks", 0)),
-                str(d.safety.get("grad_steps_skipped", 0)),
-                str(d.safety.get("physics_errors", 0)),
-                "n/a" if d.final_return is None else f"{d.final_return:,.0f}",
-            ]
+        note = (
+            f"Seeds {r['seeds']}. Every run: `python tools/train.py task={task} algo=P {' '.join(LEARNING_OVERRIDES)} "
+            f"{' '.join(budget[task])} seed=S`, two at a time, one core each: the learning section's command plus "
+            "`algo=P`, so `ppo`'s runs are that section's of the same seeds. Returns: the final checkpoint by "
+            f"`python tools/evaluate.py RUN` (deterministic, {r['eval_episodes']} full episodes, test seeds), a seed's "
+            "mean; over seeds, mean +- std of those. `vs ppo`: the ratio of the means over seeds; its interval: the "
+            "seeds of both presets resampled (percentile bootstrap, 10,000 resamples), the ratios the seeds' spread "
+            "allows. Learning curves: the training episodes' returns (stochastic policy)."
         )
-    note = (
-        f"Seeds {r['seeds']}. Every comparison run: `python tools/train.py task=T algo=P "
-        f"{' '.join(LEARNING_OVERRIDES)} OVERRIDES seed=S`, two at a time, one core each, where OVERRIDES is the "
-        "task's budget, as in the learning section ("
-        + "; ".join(f"{task}: `{' '.join(budget[task])}`" for task in budget)
-        + "), so `ppo`'s runs are that section's. Returns: the final checkpoint by `python tools/evaluate.py RUN` "
-        f"(deterministic, {r['eval_episodes']} full episodes, test seeds), a seed's mean; over seeds, mean +- std of "
-        "those. `vs ppo`: the ratio of the means over seeds. Learning curves (the training episodes' returns, "
-        "stochastic policy) per task below."
-    )
-    drill_note = (
-        f"Under the drill: `python tools/train.py algo=P seed=1 {' '.join(drill)} +drill=gauntlet` (the Ant's default "
-        "env workers), beside the comparison runs; the final policy evaluated as above, without faults."
-    )
-    return "\n\n".join([_table(header, rows), note, "\n".join(figures), _table(drill_header, drill_rows), drill_note])
+        blocks[f"presets:{task}"] = "\n\n".join(
+            [_table(header, rows), note, f"![{task}: presets' learning curves]({figure.relative_to(repo)})"]
+        )
+    if r["drills"]:
+        drill_header = ["preset", "status", "env steps", "faults injected", "rollbacks", "skipped steps"]
+        drill_header += ["physics errors", "final policy's return (no faults)"]
+        drill_rows = []
+        for name, d in r["drills"].items():
+            drill_rows.append(
+                [
+                    f"`{name}`",
+                    d.status,
+                    f"{d.env_steps:,}",
+                    f"{sum(d.faults_injected.values()):,}",
+                    str(d.safety.get("rollbacks", 0)),
+                    str(d.safety.get("grad_steps_skipped", 0)),
+                    str(d.safety.get("physics_errors", 0)),
+                    "n/a" if d.final_return is None else f"{d.final_return:,.0f}",
+                ]
+            )
+        drill_note = (
+            f"Every run: `python tools/train.py algo=P seed=1 {' '.join(drill)} +drill=gauntlet` (the Ant's default "
+            "env workers), beside the comparison runs; the final policy evaluated as above, without faults."
+        )
+        blocks["presets:drill"] = _table(drill_header, drill_rows) + "\n\n" + drill_note
+    return blocks
 
 
 def section_workers(quick: bool) -> str:
@@ -413,11 +426,11 @@ def _spread(stats: dict | None) -> str:
 LEARNING_TASKS = ("ant", "half_cheetah", "hopper", "walker2d")
 
 
-def section_learning(quick: bool, tasks: tuple[str, ...] | None = None) -> str:
-    """Each task of ``tasks`` (:data:`LEARNING_TASKS`) with its tuned values: 3 seeds of 1M env steps, two trainings
-    at a time (one core each), learning curves against env steps and wall time, the final policies by the evaluation
-    protocol; then, with the Ant, its seed 1 once more with the env workers, alone on the machine: its wall time, and
-    the same return."""
+def section_learning(quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None) -> str:
+    """Each task of ``tasks`` (:data:`LEARNING_TASKS`) with its tuned values: ``seeds`` (1, 2, 3) of 1M env steps, two
+    trainings at a time (one core each), learning curves against env steps and wall time, the final policies by the
+    evaluation protocol; then, with the Ant, its first seed once more with the env workers, alone on the machine: its
+    wall time, and the same return."""
     from concurrent.futures import ThreadPoolExecutor
 
     from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO, bench_learning, plot_learning, task_iterations
@@ -426,11 +439,11 @@ def section_learning(quick: bool, tasks: tuple[str, ...] | None = None) -> str:
     if quick:
         small = ["task.num_envs=4", "runner.num_steps_per_env=8", "runner.max_iterations=3"]
         small += ["+task.env_kwargs.max_episode_steps=50"]
-        seeds: tuple[int, ...] = (1, 2)
+        seeds = seeds or (1, 2)
         tasks = tasks or LEARNING_TASKS[:2]
         budget = {task: small for task in tasks}
     else:
-        seeds, tasks = (1, 2, 3), tasks or LEARNING_TASKS
+        seeds, tasks = seeds or (1, 2, 3), tasks or LEARNING_TASKS
         budget = {task: [f"runner.max_iterations={task_iterations(task, LEARNING_STEPS)}"] for task in tasks}
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
     episodes = 2 if quick else 16
@@ -587,8 +600,18 @@ SECTIONS: dict[str, Callable[..., str]] = {
 }
 #: Sections run when --only is not given (presets and learning take hours: ask for them by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
-#: Sections that train on a choice of tasks (``--tasks``; by default all of :data:`LEARNING_TASKS`).
+#: Sections that train on a choice of tasks (``--tasks``; by default all of :data:`LEARNING_TASKS`) and seeds
+#: (``--seeds``; by default 1, 2, 3). A section may return its blocks by name (``presets:<task>``) instead of one body.
 TASK_SECTIONS = ("presets", "learning")
+
+
+def _seeds(text: str) -> tuple[int, ...] | None:
+    """``--seeds``' value as seeds, or ``None`` unless it is distinct integers >= 1."""
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        return None
+    return seeds if seeds and min(seeds) >= 1 and len(set(seeds)) == len(seeds) else None
 
 
 def render(name: str, body: str, argv: list[str], machine: dict[str, str]) -> str:
@@ -624,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: checks the script, not the figures")
     parser.add_argument("--write", type=Path, help="replace the measured sections in this Markdown file")
     parser.add_argument("--tasks", help=f"comma-separated tasks of {list(LEARNING_TASKS)} for {list(TASK_SECTIONS)}")
+    parser.add_argument("--seeds", help=f"comma-separated training seeds (>= 1, distinct) for {list(TASK_SECTIONS)}")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in SECTIONS]
@@ -636,9 +660,14 @@ def main(argv: list[str] | None = None) -> int:
         if wrong or not tasks:
             print(f"bench: --tasks {args.tasks!r}: expected some of {list(LEARNING_TASKS)}", file=sys.stderr)
             return 2
-        if not set(names) <= set(TASK_SECTIONS):
+    seeds = _seeds(args.seeds) if args.seeds is not None else None
+    if args.seeds is not None and seeds is None:
+        print(f"bench: --seeds {args.seeds!r}: expected distinct integers >= 1, such as 1,2,3", file=sys.stderr)
+        return 2
+    for option, value in (("--tasks", tasks), ("--seeds", seeds)):
+        if value is not None and not set(names) <= set(TASK_SECTIONS):
             others = [n for n in names if n not in TASK_SECTIONS]
-            print(f"bench: --tasks applies to {list(TASK_SECTIONS)} only, not to {others}", file=sys.stderr)
+            print(f"bench: {option} applies to {list(TASK_SECTIONS)} only, not to {others}", file=sys.stderr)
             return 2
     machine = machine_description()
     shown_argv = [a for i, a in enumerate(argv) if not a.startswith("--write") and argv[i - 1 : i] != ["--write"]]
@@ -647,10 +676,11 @@ def main(argv: list[str] | None = None) -> int:
     with progress_bar("bench", len(names)) as bar:
         for number, name in enumerate(names, start=1):
             bar.describe(f"bench: {name} ({number}/{len(names)})")
-            body = SECTIONS[name](args.quick, tasks) if name in TASK_SECTIONS else SECTIONS[name](args.quick)
-            block = render(name, body, shown_argv, machine)
-            print(block, flush=True)
-            if args.write is not None:
-                write_section(args.write, name, block)
+            body = SECTIONS[name](args.quick, tasks, seeds) if name in TASK_SECTIONS else SECTIONS[name](args.quick)
+            for block_name, block_body in (body if isinstance(body, dict) else {name: body}).items():
+                block = render(block_name, block_body, shown_argv, machine)
+                print(block, flush=True)
+                if args.write is not None:
+                    write_section(args.write, block_name, block)
             bar.advance()
     return 0

@@ -72,7 +72,7 @@ def bench_presets(
     repo: Path,
     out: Path,
     budget: dict[str, list[str]],
-    drill_overrides: list[str],
+    drill_overrides: list[str] | None,
     presets: tuple[str, ...] = PRESETS,
     seeds: tuple[int, ...] = (1, 2, 3),
     eval_episodes: int = 16,
@@ -82,14 +82,17 @@ def bench_presets(
 
     Args:
         budget: Per task, the overrides of its comparison runs beyond ``task=`` and ``algo=`` (its iterations).
-        drill_overrides: The drill runs' overrides beyond ``algo=``, the seed and the drill (their task and budget).
+        drill_overrides: The drill runs' overrides beyond ``algo=``, the seed and the drill (their task and budget);
+            ``None``: no drill runs.
 
     Returns:
         ``compare[task][preset]``: its ``runs`` (:class:`LearningRun`, in seed order), ``final_return`` (statistics
-        over seeds), ``lr_median`` and ``lr_at_floor``; ``drills[preset]``: a :class:`DrillResult`.
+        over seeds), ``lr_median`` and ``lr_at_floor``; ``drills[preset]``: a :class:`DrillResult` (empty without
+        drill runs).
     """
     jobs: list[tuple[str, str, int]] = [(t, p, s) for t in budget for p in presets for s in seeds]
-    jobs += [("drill", p, 1) for p in presets]
+    if drill_overrides is not None:
+        jobs += [("drill", p, 1) for p in presets]
 
     def one(job: tuple[str, str, int]) -> LearningRun | DrillResult:
         task, preset, seed = job
@@ -98,7 +101,8 @@ def bench_presets(
         overrides = [f"task={task}", f"algo={preset}", *budget[task]]
         return learning_run(repo, out / task / preset, overrides, seed, eval_episodes)
 
-    (out / "drill").mkdir(parents=True, exist_ok=True)
+    if drill_overrides is not None:
+        (out / "drill").mkdir(parents=True, exist_ok=True)
     for task in budget:
         for preset in presets:
             (out / task / preset).mkdir(parents=True, exist_ok=True)
@@ -124,8 +128,31 @@ def bench_presets(
         "seeds": list(seeds),
         "eval_episodes": eval_episodes,
         "compare": compare,
-        "drills": {p: done[("drill", p, 1)] for p in presets},
+        "drills": {p: done[("drill", p, 1)] for p in presets if ("drill", p, 1) in done},
     }
+
+
+def ratio_interval(
+    values: list[float], base: list[float], level: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``mean(values) / mean(base)``: the seeds of each side resampled with
+    replacement, ``resamples`` times (a fixed generator: the same seeds' returns give the same interval).
+
+    With a handful of seeds per side this is the spread the seeds allow, not a guarantee: the seed-to-seed spread of
+    PPO trainings is the larger part of a preset's difference (BENCHMARKS.md, "Presets"). ``None`` when a side has no
+    value or ``base``'s resampled mean can be 0.
+    """
+    import numpy as np
+
+    if not values or not base or min(base) <= 0.0:
+        return None
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(values, dtype=float), np.asarray(base, dtype=float)
+    means_a = a[rng.integers(0, len(a), size=(resamples, len(a)))].mean(axis=1)
+    means_b = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(means_a / means_b, [tail, 100.0 - tail])
+    return float(low), float(high)
 
 
 def plot_curves(runs_by_preset: dict[str, list[LearningRun]], path: Path, title: str) -> None:
@@ -150,7 +177,8 @@ def plot_curves(runs_by_preset: dict[str, list[LearningRun]], path: Path, title:
     ax.set_ylabel("episode return (episodes ended in the iteration)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.get_lines():  # a run too short for an episode to end has no curve
+        ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
