@@ -1,0 +1,62 @@
+"""ppo_conservative's bounds (inputs clipped to +-10, an action-std floor of 0.05) change nothing while they do not
+bind: its training is ``ppo``'s bit for bit until the first input beyond the clip.
+
+On the Ant (seed 2, the tuned rollout of 16 envs x 64 steps) the two trainings log the same losses for 11 iterations,
+then part; from there each is a different sample of the same training, which is why the presets' returns in
+BENCHMARKS.md differ by about a seed's spread. A preset that changed a healthy update (a learning rate, a KL target)
+would part from ppo at the first update: ppo_safe's lower starting rate does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from robo_safe_rl.apps.train import main
+
+#: Two updates of the Ant's tuned rollout (2 x 16 x 64 env steps), one thread: seconds.
+SHORT = ["task=ant", "runner.max_iterations=2", "torch_threads=1", "task.num_workers=0", "seed=2"]
+
+
+def _tensors(checkpoint: Path) -> dict[str, torch.Tensor]:
+    """The networks' and the optimizer's tensors of a checkpoint, by path of keys."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    flat: dict[str, torch.Tensor] = {}
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, torch.Tensor):
+            flat[prefix] = value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}/{key}", item)
+
+    for key in ("actor_state_dict", "critic_state_dict", "optimizer_state_dict"):
+        walk(key, state[key])
+    return flat
+
+
+@pytest.fixture(scope="module")
+def finals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, torch.Tensor]]:
+    root = tmp_path_factory.mktemp("preset_guards")
+    out = {}
+    for preset in ("ppo", "ppo_conservative", "ppo_safe"):
+        assert main([*SHORT, f"algo={preset}", f"run_dir={root / preset}"]) == 0
+        out[preset] = _tensors(root / preset / "model_1.pt")
+    return out
+
+
+def test_conservative_bounds_that_do_not_bind_leave_the_training_as_ppos(finals: dict) -> None:
+    ppo, conservative = finals["ppo"], finals["ppo_conservative"]
+    assert ppo.keys() == conservative.keys() and len(ppo) > 10
+    differing = [key for key in ppo if not torch.equal(ppo[key], conservative[key])]
+    assert differing == []
+
+
+def test_a_preset_that_changes_the_update_parts_from_ppo_at_once(finals: dict) -> None:
+    # The same comparison sees a change of the update: ppo_safe starts the adaptive rate at 3e-5, not 1e-3.
+    ppo, safe = finals["ppo"], finals["ppo_safe"]
+    assert ppo.keys() == safe.keys()
+    assert not torch.equal(ppo["actor_state_dict/mlp.0.weight"], safe["actor_state_dict/mlp.0.weight"])
