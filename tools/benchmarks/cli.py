@@ -180,14 +180,14 @@ def section_checkpoint(quick: bool) -> str:
 def section_presets(
     quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None
 ) -> dict[str, str]:
-    """The three presets on each task of ``tasks`` (the learning section's): ``seeds`` (1, 2, 3) each on the learning
-    budget; with the Ant, each preset under the gauntlet drill too (hours).
+    """The three presets on each task of ``tasks`` (the learning section's): ``seeds`` (by default 1, 2, 3; quick: 1,
+    2) each on the learning budget; with the Ant, each preset under the gauntlet drill too (hours).
 
     One block per task (``presets:<task>``) and one for the drill (``presets:drill``): a run of some tasks replaces
     their blocks and leaves the other tasks' as they were measured.
     """
     from benchmarks.learning import LEARNING_OVERRIDES, task_iterations
-    from benchmarks.presets import bench_presets, plot_curves, ratio_interval
+    from benchmarks.presets import INTERVAL_LEVEL, INTERVAL_RESAMPLES, bench_presets, plot_curves, ratio_interval
 
     repo = Path(__file__).resolve().parents[2]
     tasks = tasks or (LEARNING_TASKS[:1] if quick else LEARNING_TASKS)
@@ -210,7 +210,7 @@ def section_presets(
         "return over seeds, mean +- std [min, max]",
         "seeds' returns",
         "vs ppo",
-        "vs ppo, 95% bootstrap interval",
+        f"vs ppo, {INTERVAL_LEVEL:.0%} bootstrap interval",
         "env steps",
         "wall s (median)",
         "lr (median)",
@@ -223,7 +223,7 @@ def section_presets(
         for name, p in by_preset.items():
             f = p["final_return"]
             runs = p["runs"]
-            interval = ratio_interval(f["values"], base["values"])
+            interval = None if name == "ppo" else ratio_interval(f["values"], base["values"])  # ppo: the reference
             rows.append(
                 [
                     f"`{name}`",
@@ -246,8 +246,8 @@ def section_presets(
             "`algo=P`, so `ppo`'s runs are that section's of the same seeds. Returns: the final checkpoint by "
             f"`python tools/evaluate.py RUN` (deterministic, {r['eval_episodes']} full episodes, test seeds), a seed's "
             "mean; over seeds, mean +- std of those. `vs ppo`: the ratio of the means over seeds; its interval: the "
-            "seeds of both presets resampled (percentile bootstrap, 10,000 resamples), the ratios the seeds' spread "
-            "allows. Learning curves: the training episodes' returns (stochastic policy)."
+            f"seeds of both presets resampled (percentile bootstrap, {INTERVAL_RESAMPLES:,} resamples), the ratios the "
+            "seeds' spread allows. Learning curves: the training episodes' returns (stochastic policy)."
         )
         blocks[f"presets:{task}"] = "\n\n".join(
             [_table(header, rows), note, f"![{task}: presets' learning curves]({figure.relative_to(repo)})"]
@@ -427,10 +427,10 @@ LEARNING_TASKS = ("ant", "half_cheetah", "hopper", "walker2d")
 
 
 def section_learning(quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None) -> str:
-    """Each task of ``tasks`` (:data:`LEARNING_TASKS`) with its tuned values: ``seeds`` (1, 2, 3) of 1M env steps, two
-    trainings at a time (one core each), learning curves against env steps and wall time, the final policies by the
-    evaluation protocol; then, with the Ant, its first seed once more with the env workers, alone on the machine: its
-    wall time, and the same return."""
+    """Each task of ``tasks`` (:data:`LEARNING_TASKS`) with its tuned values: ``seeds`` (by default 1, 2, 3; quick: 1,
+    2) of 1M env steps, two trainings at a time (one core each), learning curves against env steps and wall time, the
+    final policies by the evaluation protocol; then, with the Ant, its first seed once more with the env workers, alone
+    on the machine: its wall time, and the same return."""
     from concurrent.futures import ThreadPoolExecutor
 
     from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO, bench_learning, plot_learning, task_iterations
@@ -454,7 +454,7 @@ def section_learning(quick: bool, tasks: tuple[str, ...] | None = None, seeds: t
     # Two lanes, each a task's seeds one after another: both cores busy until the end.
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = dict(zip(tasks, pool.map(one_task, tasks), strict=True))
-    # The workers' wall-clock figure: the Ant's seed 1 again with the envs in two worker processes and nothing else
+    # The workers' wall-clock figure: the Ant's first seed again with the envs in two worker processes and nothing else
     # running. Its return must be the one-core run's (the workers change no trajectory).
     if "ant" in budget:
         ant_workers = ["task=ant", *budget["ant"], "task.num_workers=2"]  # after LEARNING_OVERRIDES' 0: the later wins
@@ -586,7 +586,7 @@ def section_a1(quick: bool) -> str:
     )
 
 
-SECTIONS: dict[str, Callable[..., str]] = {
+SECTIONS: dict[str, Callable[..., str | dict[str, str]]] = {
     "env": section_env,
     "safestep": section_safestep,
     "guard": section_guard,
@@ -605,13 +605,17 @@ DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
 TASK_SECTIONS = ("presets", "learning")
 
 
+#: The largest seed a run takes (the config schema's bound: numpy's global seed is 32-bit).
+MAX_SEED = 2**32 - 1
+
+
 def _seeds(text: str) -> tuple[int, ...] | None:
-    """``--seeds``' value as seeds, or ``None`` unless it is distinct integers >= 1."""
-    try:
-        seeds = tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
+    """``--seeds``' value as seeds, or ``None`` unless it is distinct integers in ``[0, MAX_SEED]``."""
+    parts = [s.strip() for s in text.split(",")]
+    if not all(p.isascii() and p.isdigit() for p in parts):  # an empty item, a sign, "1_000" or "2.5" is no seed
         return None
-    return seeds if seeds and min(seeds) >= 1 and len(set(seeds)) == len(seeds) else None
+    seeds = tuple(int(p) for p in parts)
+    return seeds if max(seeds) <= MAX_SEED and len(set(seeds)) == len(seeds) else None
 
 
 def render(name: str, body: str, argv: list[str], machine: dict[str, str]) -> str:
@@ -647,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: checks the script, not the figures")
     parser.add_argument("--write", type=Path, help="replace the measured sections in this Markdown file")
     parser.add_argument("--tasks", help=f"comma-separated tasks of {list(LEARNING_TASKS)} for {list(TASK_SECTIONS)}")
-    parser.add_argument("--seeds", help=f"comma-separated training seeds (>= 1, distinct) for {list(TASK_SECTIONS)}")
+    parser.add_argument("--seeds", help=f"comma-separated distinct training seeds for {list(TASK_SECTIONS)}")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in SECTIONS]
@@ -662,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     seeds = _seeds(args.seeds) if args.seeds is not None else None
     if args.seeds is not None and seeds is None:
-        print(f"bench: --seeds {args.seeds!r}: expected distinct integers >= 1, such as 1,2,3", file=sys.stderr)
+        expected = f"expected distinct integers in [0, {MAX_SEED}], such as 1,2,3"
+        print(f"bench: --seeds {args.seeds!r}: {expected}", file=sys.stderr)
         return 2
     for option, value in (("--tasks", tasks), ("--seeds", seeds)):
         if value is not None and not set(names) <= set(TASK_SECTIONS):

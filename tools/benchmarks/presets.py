@@ -78,7 +78,8 @@ def bench_presets(
     eval_episodes: int = 16,
     lanes: int = 2,
 ) -> dict[str, Any]:
-    """Train every task x preset x seed on its budget and every preset under the drill, ``lanes`` at a time.
+    """Train every task x preset x seed on its budget and, with ``drill_overrides``, every preset under the drill,
+    ``lanes`` at a time.
 
     Args:
         budget: Per task, the overrides of its comparison runs beyond ``task=`` and ``algo=`` (its iterations).
@@ -132,19 +133,29 @@ def bench_presets(
     }
 
 
+#: The ratio interval's coverage and resamples (:func:`ratio_interval`), as the bench's table names them.
+INTERVAL_LEVEL = 0.95
+INTERVAL_RESAMPLES = 10_000
+
+
 def ratio_interval(
-    values: list[float], base: list[float], level: float = 0.95, resamples: int = 10_000, seed: int = 0
+    values: list[float],
+    base: list[float],
+    level: float = INTERVAL_LEVEL,
+    resamples: int = INTERVAL_RESAMPLES,
+    seed: int = 0,
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of ``mean(values) / mean(base)``: the seeds of each side resampled with
     replacement, ``resamples`` times (a fixed generator: the same seeds' returns give the same interval).
 
     With a handful of seeds per side this is the spread the seeds allow, not a guarantee: the seed-to-seed spread of
-    PPO trainings is the larger part of a preset's difference (BENCHMARKS.md, "Presets"). ``None`` when a side has no
-    value or ``base``'s resampled mean can be 0.
+    PPO trainings is the larger part of a preset's difference (BENCHMARKS.md, "Presets"). ``None`` when a side has
+    fewer than 2 values (one seed has no spread to resample) or ``base`` a value <= 0 (a resampled mean of it could be
+    0 or of the other sign: the ratio is read for positive returns only).
     """
     import numpy as np
 
-    if not values or not base or min(base) <= 0.0:
+    if len(values) < 2 or len(base) < 2 or min(base) <= 0.0:
         return None
     rng = np.random.default_rng(seed)
     a, b = np.asarray(values, dtype=float), np.asarray(base, dtype=float)
