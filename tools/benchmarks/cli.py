@@ -243,7 +243,8 @@ def section_presets(
         note = (
             f"Seeds {r['seeds']}. Every run: `python tools/train.py task={task} algo=P {' '.join(LEARNING_OVERRIDES)} "
             f"{' '.join(budget[task])} seed=S`, two at a time, one core each: the learning section's command plus "
-            "`algo=P`, so `ppo`'s runs are that section's of the same seeds. Returns: the final checkpoint by "
+            "`algo=P`: on the CPU model of that section's run, `ppo`'s runs are its runs of the same seeds (a seeded "
+            "run repeats bit for bit on one CPU model, not across models). Returns: the final checkpoint by "
             f"`python tools/evaluate.py RUN` (deterministic, {r['eval_episodes']} full episodes, test seeds), a seed's "
             "mean; over seeds, mean +- std of those. `vs ppo`: the ratio of the means over seeds; its interval: the "
             f"seeds of both presets resampled (percentile bootstrap, {INTERVAL_RESAMPLES:,} resamples), the ratios the "
