@@ -43,6 +43,7 @@ import numpy as np
 
 from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.checkpoint.policy import LoadedPolicy, load_policy
+from robo_safe_rl.config.schema import SEED_MAX
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.progress import progress_bar
 from robo_safe_rl.rundir import CHECKPOINT_FILES, RunDir
@@ -55,8 +56,6 @@ VALIDATION_SEED_BASE = EVAL_SEED_BASE + 2**30
 """Episode ``i`` of a ``validation`` evaluation (sweeps, tuning) is reset with ``VALIDATION_SEED_BASE + i``."""
 SPLITS = {"test": EVAL_SEED_BASE, "validation": VALIDATION_SEED_BASE}
 """The seed ranges by name."""
-TRAIN_SEED_MAX = 2**32 - 1
-"""The largest ``seed`` the config schema accepts (numpy's global seed is 32-bit)."""
 DEFAULT_EPISODES = 16
 """Episodes of the protocol unless asked otherwise: one per env of the default training."""
 MAX_EPISODES = 10_000
@@ -77,7 +76,7 @@ def evaluation_seeds(episodes: int, split: str = "test") -> list[int]:
 def max_training_seed(num_envs: int, world_size: int = 1) -> int:
     """The largest seed training can give an env of a run of ``world_size`` ranks of ``num_envs`` envs: ``seed + 1000 r
     + i`` at the schema's largest ``seed`` (a respawned worker's 32-bit seed is below it)."""
-    return TRAIN_SEED_MAX + 1000 * (world_size - 1) + (num_envs - 1)
+    return SEED_MAX + 1000 * (world_size - 1) + (num_envs - 1)
 
 
 def _stats(values: list[float]) -> dict[str, float]:

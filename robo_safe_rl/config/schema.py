@@ -97,6 +97,10 @@ class FaultsConfig:
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
+SEED_MAX = 2**32 - 1
+"""The largest ``seed`` a run takes: numpy's global seed is 32-bit (``np.random.seed`` raises past it, deep inside
+the run)."""
+
 
 @dataclass
 class TrainConfig:
@@ -111,7 +115,7 @@ class TrainConfig:
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     video: VideoConfig = field(default_factory=VideoConfig)
     seed: int = 1
-    """Seeds torch, numpy and the env resets (env i of rank r gets seed + 1000 r + i). In [0, 2**32 - 1]."""
+    """Seeds torch, numpy and the env resets (env i of rank r gets seed + 1000 r + i). In [0, SEED_MAX]."""
     torch_threads: int = 1
     """torch's intra-op CPU threads in the training process (``torch.set_num_threads``); ``0`` keeps torch's default
     (one per core). 1 by measurement: the networks are small, and on CPU more threads fight the envs for the cores
@@ -136,8 +140,7 @@ class TrainConfig:
     counter changed. In [1, 1000000]."""
 
     def __post_init__(self) -> None:
-        # numpy's global seed must be below 2**32 (np.random.seed raises past it, deep inside the run).
-        int_in("seed", self.seed, 0, 2**32 - 1)
+        int_in("seed", self.seed, 0, SEED_MAX)
         require(bool(_DEVICE.match(self.device)), "device", self.device, "one of auto, cpu, cuda, cuda:N")
         int_in("torch_threads", self.torch_threads, 0, 1024)
         int_in("display_interval", self.display_interval, 1, 1_000_000)

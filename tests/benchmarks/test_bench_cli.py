@@ -52,6 +52,8 @@ def test_unknown_section_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
         (["--only", "learning", "--seeds", "1,two"], "--seeds '1,two': expected distinct integers in [0, "),
         (["--only", "learning", "--seeds", "1,,2"], "--seeds '1,,2': expected distinct integers in [0, "),
         (["--only", "learning", "--seeds", "1,4294967296"], "--seeds '1,4294967296': expected distinct integers in "),
+        # 5,000 digits: past int()'s conversion limit, refused as any seed past the bound is (no traceback).
+        (["--only", "learning", "--seeds", "1," + "9" * 5000], "expected distinct integers in [0, 4294967295]"),
         (["--only", "env", "--seeds", "4,5"], "--seeds applies to ['presets', 'learning'] only, not to ['env']"),
     ],
 )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.timing import machine_description
+from robo_safe_rl.config.schema import SEED_MAX
 from robo_safe_rl.progress import progress_bar
 
 ANT = "RoboSafe/Ant-v0"
@@ -606,17 +607,15 @@ DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
 TASK_SECTIONS = ("presets", "learning")
 
 
-#: The largest seed a run takes (the config schema's bound: numpy's global seed is 32-bit).
-MAX_SEED = 2**32 - 1
-
-
 def _seeds(text: str) -> tuple[int, ...] | None:
-    """``--seeds``' value as seeds, or ``None`` unless it is distinct integers in ``[0, MAX_SEED]``."""
+    """``--seeds``' value as seeds, or ``None`` unless it is distinct integers in ``[0, SEED_MAX]`` (the schema's)."""
     parts = [s.strip() for s in text.split(",")]
-    if not all(p.isascii() and p.isdigit() for p in parts):  # an empty item, a sign, "1_000" or "2.5" is no seed
+    # An empty item, a sign, "1_000" or "2.5" is no seed; nor are 20 digits or more (past SEED_MAX, and int() of
+    # thousands of digits raises instead of parsing).
+    if not all(p.isascii() and p.isdigit() and len(p) < 20 for p in parts):
         return None
     seeds = tuple(int(p) for p in parts)
-    return seeds if max(seeds) <= MAX_SEED and len(set(seeds)) == len(seeds) else None
+    return seeds if max(seeds) <= SEED_MAX and len(set(seeds)) == len(seeds) else None
 
 
 def render(name: str, body: str, argv: list[str], machine: dict[str, str]) -> str:
@@ -667,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     seeds = _seeds(args.seeds) if args.seeds is not None else None
     if args.seeds is not None and seeds is None:
-        expected = f"expected distinct integers in [0, {MAX_SEED}], such as 1,2,3"
+        expected = f"expected distinct integers in [0, {SEED_MAX}], such as 1,2,3"
         print(f"bench: --seeds {args.seeds!r}: {expected}", file=sys.stderr)
         return 2
     for option, value in (("--tasks", tasks), ("--seeds", seeds)):
