@@ -26,6 +26,23 @@ def test_write_replaces_only_its_section(tmp_path: Path) -> None:
     assert text.rstrip().endswith("<!-- /bench:guard -->")
 
 
+def test_a_new_block_goes_after_its_family(tmp_path: Path) -> None:
+    # A task's first presets block joins the presets blocks in their section, not the file's end.
+    doc = tmp_path / "BENCHMARKS.md"
+    ant = "<!-- bench:presets:ant -->\nant\n<!-- /bench:presets:ant -->"
+    drill = "<!-- bench:presets:drill -->\ndrill\n<!-- /bench:presets:drill -->"
+    hopper = "<!-- bench:presets:hopper -->\nhopper\n<!-- /bench:presets:hopper -->"
+    later = "## Later section\n\n<!-- bench:a1 -->\na1\n<!-- /bench:a1 -->\n"
+    doc.write_text(f"# Benchmarks\n\n## Presets\n\n{ant}\n\n{drill}\n\nprose\n\n{later}")
+    write_section(doc, "presets:hopper", hopper)
+    assert doc.read_text() == f"# Benchmarks\n\n## Presets\n\n{ant}\n\n{drill}\n\n{hopper}\n\nprose\n\n{later}"
+    write_section(doc, "presets:hopper", hopper.replace("\nhopper\n", "\nagain\n"))  # then replaced in place
+    assert (
+        doc.read_text().count("bench:presets:hopper -->") == 2
+        and "again\n<!-- /bench:presets:hopper -->\n\nprose" in doc.read_text()
+    )
+
+
 def test_quick_section_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = tmp_path / "B.md"
     assert main(["--quick", "--only", "safestep", "--write", str(doc)]) == 0

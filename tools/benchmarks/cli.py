@@ -634,10 +634,17 @@ def render(name: str, body: str, argv: list[str], machine: dict[str, str]) -> st
 
 
 def write_section(path: Path, name: str, block: str) -> None:
-    """Replace the ``name`` section of ``path`` with ``block`` (append it when the file has none)."""
+    """Replace the ``name`` section of ``path`` with ``block``. A new one goes after the last block of its family
+    (``presets:hopper`` after the other ``presets:`` blocks, in their section's prose), else at the end."""
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.DOTALL)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block + "\n"
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        family = re.escape(name.partition(":")[0])
+        ends = [m.end() for m in re.finditer(rf"<!-- /bench:{family}:[^>]*-->", text)] if ":" in name else []
+        at = ends[-1] if ends else None
+        text = text.rstrip("\n") + "\n\n" + block + "\n" if at is None else f"{text[:at]}\n\n{block}{text[at:]}"
     path.write_text(text, encoding="utf-8")
 
 
