@@ -10,7 +10,8 @@ import pytest
 
 import robosafe_tasks  # noqa: F401  (registers the tasks' gymnasium ids)
 from benchmarks.cli import main as bench_main
-from benchmarks.presets import ratio_interval
+from benchmarks.learning import LearningRun
+from benchmarks.presets import paired_returns, ratio_interval
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,18 +23,33 @@ def _rows(text: str, cells: int) -> list[list[str]]:
     return [r for r in rows if len(r) == cells and not set(r[0]) <= {"-"} and r[0] not in ("task", "preset")]
 
 
-def test_the_ratio_interval_is_the_bootstrap_of_the_seeds_means() -> None:
+def test_the_ratio_interval_is_the_paired_bootstrap_of_the_seeds_means() -> None:
     # Worked: a preset's seeds [1, 2] against ppo's [1, 1]: ppo's resampled mean is always 1, the preset's 1, 1.5 or 2
     # (a quarter, a half, a quarter of the resamples), so the 2.5th and 97.5th percentiles of the ratio are 1 and 2.
     assert ratio_interval([1.0, 2.0], [1.0, 1.0]) == (1.0, 2.0)
-    assert ratio_interval([3.0, 3.0, 3.0], [2.0, 2.0]) == (1.5, 1.5)  # no spread, no interval
+    # Paired: a preset that returns what ppo returns, seed by seed, is 1.0 in every resample, however far apart the
+    # seeds are (resampled apart, [1, 2, 3] against [1, 2, 3] would reach 1/3 and 3).
+    assert ratio_interval([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == (1.0, 1.0)
+    assert ratio_interval([3.0, 3.0, 3.0], [2.0, 2.0, 2.0]) == (1.5, 1.5)  # no spread, no interval
     # Three draws of [1, 2, 3] are all the lowest (mean 1) or all the highest (mean 3) in 1 of 27 resamples each: more
     # than the 2.5% tail, so the extremes are the interval's ends.
-    assert ratio_interval([1.0, 2.0, 3.0], [2.0, 2.0, 2.0, 2.0]) == (0.5, 1.5)
-    # ppo's side is resampled too: [2, 2] against [1, 2] is 2 / (1, 1.5 or 2), from 1 to 2.
-    assert ratio_interval([2.0, 2.0], [1.0, 2.0]) == (1.0, 2.0)
-    assert ratio_interval([5.0], [2.0, 2.0]) is None  # one seed: no spread to resample
+    assert ratio_interval([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == (0.5, 1.5)
+    # ppo's side moves with the draw: seeds (2, 1) and (4, 4) give 2/1, 6/5 or 4/4, from 1 to 2.
+    assert ratio_interval([2.0, 4.0], [1.0, 4.0]) == (1.0, 2.0)
+    assert ratio_interval([5.0], [2.0]) is None  # one seed: no spread to resample
     assert ratio_interval([1.0, 2.0], [0.0, 1.0]) is None  # a resampled mean of ppo's returns could be 0
+    with pytest.raises(ValueError, match="2 returns against 3"):
+        ratio_interval([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_a_seed_either_preset_did_not_evaluate_leaves_the_pairs() -> None:
+    def run(seed: int, final_return: float | None) -> LearningRun:
+        final = {} if final_return is None else {"return": {"mean": final_return}}
+        return LearningRun(seed, f"seed{seed}", [], 0, 0.0, "completed" if final else "crashed", final)
+
+    runs = [run(1, 1.0), run(2, None), run(3, 3.0), run(4, 4.0)]
+    base = [run(1, 2.0), run(2, 2.0), run(3, None), run(4, 5.0)]
+    assert paired_returns(runs, base) == ([1.0, 4.0], [2.0, 5.0])
 
 
 @pytest.mark.slow  # the presets section at quick sizes: three presets x two tiny Ant trainings, and three drill runs

@@ -188,7 +188,14 @@ def section_presets(
     their blocks and leaves the other tasks' as they were measured.
     """
     from benchmarks.learning import LEARNING_OVERRIDES, task_iterations
-    from benchmarks.presets import INTERVAL_LEVEL, INTERVAL_RESAMPLES, bench_presets, plot_curves, ratio_interval
+    from benchmarks.presets import (
+        INTERVAL_LEVEL,
+        INTERVAL_RESAMPLES,
+        bench_presets,
+        paired_returns,
+        plot_curves,
+        ratio_interval,
+    )
 
     repo = Path(__file__).resolve().parents[2]
     tasks = tasks or (LEARNING_TASKS[:1] if quick else LEARNING_TASKS)
@@ -224,7 +231,8 @@ def section_presets(
         for name, p in by_preset.items():
             f = p["final_return"]
             runs = p["runs"]
-            interval = None if name == "ppo" else ratio_interval(f["values"], base["values"])  # ppo: the reference
+            # ppo is the reference; the others' interval pairs each seed's two returns.
+            interval = None if name == "ppo" else ratio_interval(*paired_returns(runs, by_preset["ppo"]["runs"]))
             rows.append(
                 [
                     f"`{name}`",
@@ -244,12 +252,14 @@ def section_presets(
         note = (
             f"Seeds {r['seeds']}. Every run: `python tools/train.py task={task} algo=P {' '.join(LEARNING_OVERRIDES)} "
             f"{' '.join(budget[task])} seed=S`, two at a time, one core each: the learning section's command plus "
-            "`algo=P`: on the CPU model of that section's run, `ppo`'s runs are its runs of the same seeds (a seeded "
+            "`algo=P`, so on the CPU model that section ran on, `ppo`'s runs are its runs of the same seeds (a seeded "
             "run repeats bit for bit on one CPU model, not across models). Returns: the final checkpoint by "
             f"`python tools/evaluate.py RUN` (deterministic, {r['eval_episodes']} full episodes, test seeds), a seed's "
             "mean; over seeds, mean +- std of those. `vs ppo`: the ratio of the means over seeds; its interval: the "
-            f"seeds of both presets resampled (percentile bootstrap, {INTERVAL_RESAMPLES:,} resamples), the ratios the "
-            "seeds' spread allows. Learning curves: the training episodes' returns (stochastic policy)."
+            "seeds resampled, each drawn seed bringing its returns under both presets (paired percentile bootstrap, "
+            f"{INTERVAL_RESAMPLES:,} resamples), the ratios the seeds' spread allows; `n/a` for `ppo` itself, for "
+            "fewer than two seeds and where a `ppo` return is not positive. Learning curves: the training episodes' "
+            "returns (stochastic policy)."
         )
         blocks[f"presets:{task}"] = "\n\n".join(
             [_table(header, rows), note, f"![{task}: presets' learning curves]({figure.relative_to(repo)})"]

@@ -138,6 +138,13 @@ INTERVAL_LEVEL = 0.95
 INTERVAL_RESAMPLES = 10_000
 
 
+def paired_returns(runs: list[LearningRun], base: list[LearningRun]) -> tuple[list[float], list[float]]:
+    """The final returns of the seeds that both ``runs`` and ``base`` (the same seeds, in order) evaluated, as two
+    lists paired by seed (:func:`ratio_interval`'s input)."""
+    both = [(r, b) for r, b in zip(runs, base, strict=True) if r.final and b.final]
+    return [r.final["return"]["mean"] for r, _ in both], [b.final["return"]["mean"] for _, b in both]
+
+
 def ratio_interval(
     values: list[float],
     base: list[float],
@@ -145,22 +152,27 @@ def ratio_interval(
     resamples: int = INTERVAL_RESAMPLES,
     seed: int = 0,
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of ``mean(values) / mean(base)``: the seeds of each side resampled with
-    replacement, ``resamples`` times (a fixed generator: the same seeds' returns give the same interval).
+    """Paired percentile bootstrap interval of ``mean(values) / mean(base)``, where ``values[i]`` and ``base[i]`` are
+    one training seed's returns under two presets: the seeds are resampled with replacement, each drawn seed bringing
+    both its returns, ``resamples`` times (a fixed generator: the same returns give the same interval).
 
-    With a handful of seeds per side this is the spread the seeds allow, not a guarantee: the seed-to-seed spread of
-    PPO trainings is the larger part of a preset's difference (BENCHMARKS.md, "Presets"). ``None`` when a side has
-    fewer than 2 values (one seed has no spread to resample) or ``base`` a value <= 0 (a resampled mean of it could be
-    0 or of the other sign: the ratio is read for positive returns only).
+    Paired, because a seed fixes both trainings' initial weights and env starts, and a preset trains as ``ppo`` does
+    until one of its bounds binds: its returns can follow ``ppo``'s seed by seed, and resampling the two sides apart
+    would count that shared spread as theirs twice. With a handful of seeds this is the spread the seeds allow, not a
+    guarantee. ``None`` with fewer than 2 seeds (no spread to resample) or a ``base`` value <= 0 (a resampled mean of
+    it could be 0 or of the other sign: the ratio is read for positive returns only). ``ValueError`` when the two
+    differ in length.
     """
     import numpy as np
 
-    if len(values) < 2 or len(base) < 2 or min(base) <= 0.0:
+    if len(values) != len(base):
+        raise ValueError(f"ratio_interval pairs seeds: {len(values)} returns against {len(base)}")
+    if len(values) < 2 or min(base) <= 0.0:
         return None
     rng = np.random.default_rng(seed)
     a, b = np.asarray(values, dtype=float), np.asarray(base, dtype=float)
-    means_a = a[rng.integers(0, len(a), size=(resamples, len(a)))].mean(axis=1)
-    means_b = b[rng.integers(0, len(b), size=(resamples, len(b)))].mean(axis=1)
+    draws = rng.integers(0, len(a), size=(resamples, len(a)))
+    means_a, means_b = a[draws].mean(axis=1), b[draws].mean(axis=1)
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(means_a / means_b, [tail, 100.0 - tail])
     return float(low), float(high)
