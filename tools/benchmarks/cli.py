@@ -203,11 +203,11 @@ def section_presets(
         small = ["task.num_envs=4", "runner.num_steps_per_env=8", "+task.env_kwargs.max_episode_steps=50"]
         budget = {task: [*small, "runner.max_iterations=3"] for task in tasks}
         drill = ["task=ant", "torch_threads=1", *small, "runner.max_iterations=8"]
-        seeds = seeds or (1, 2)
+        seeds = seeds or QUICK_SEEDS
     else:
         budget = {task: [f"runner.max_iterations={task_iterations(task, LEARNING_STEPS)}"] for task in tasks}
         drill = ["task=ant", "torch_threads=1", f"runner.max_iterations={PRESET_DRILL_ITERATIONS}"]
-        seeds = seeds or (1, 2, 3)
+        seeds = seeds or SEEDS
     # The runs stay in logs/bench_presets/ (ignored by git) for TensorBoard and tools/play.py.
     out = repo / "logs" / ("bench_presets_quick" if quick else "bench_presets")
     r = bench_presets(
@@ -425,6 +425,9 @@ PRESET_DRILL_ITERATIONS = 488
 #: Training budget of the learning curves, in env steps per run: each task runs the iterations of its own rollout that
 #: reach it (:func:`benchmarks.learning.task_iterations`; the Ant: 977 x 16 envs x 64 steps = 1,000,448).
 LEARNING_STEPS = 1_000_000
+#: Training seeds of the sections that train (presets, learning, a1) unless --seeds says others; a quick run's.
+SEEDS = (1, 2, 3)
+QUICK_SEEDS = (1, 2)
 
 
 def _spread(stats: dict | None) -> str:
@@ -451,11 +454,11 @@ def section_learning(quick: bool, tasks: tuple[str, ...] | None = None, seeds: t
     if quick:
         small = ["task.num_envs=4", "runner.num_steps_per_env=8", "runner.max_iterations=3"]
         small += ["+task.env_kwargs.max_episode_steps=50"]
-        seeds = seeds or (1, 2)
+        seeds = seeds or QUICK_SEEDS
         tasks = tasks or LEARNING_TASKS[:2]
         budget = {task: small for task in tasks}
     else:
-        seeds, tasks = seeds or (1, 2, 3), tasks or LEARNING_TASKS
+        seeds, tasks = seeds or SEEDS, tasks or LEARNING_TASKS
         budget = {task: [f"runner.max_iterations={task_iterations(task, LEARNING_STEPS)}"] for task in tasks}
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
     episodes = 2 if quick else 16
@@ -540,7 +543,7 @@ def section_a1(quick: bool) -> str:
     overrides.append(f"runner.save_interval={max(iterations // 8, 1)}")
     if quick:
         overrides += ["task.num_envs=4", "runner.num_steps_per_env=8", "+task.env_kwargs.max_episode_steps=50"]
-    seeds: tuple[int, ...] = (1, 2) if quick else (1, 2, 3)
+    seeds = QUICK_SEEDS if quick else SEEDS
     episodes = 2 if quick else 16
     out = repo / "logs" / ("bench_a1_quick" if quick else "bench_a1")
     r = bench_learning(repo, out, overrides, seeds=seeds, eval_episodes=episodes, jobs=2)
