@@ -10,7 +10,6 @@ clip of 10 is far above the Ant's 1-3 per step) does.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import torch
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.train import main
-from robo_safe_rl.rundir.layout import SUMMARY_FILE, TRAIN_CFG_FILE
+from robo_safe_rl.rundir import RunDir
 
 #: Two updates of the Ant's tuned rollout (2 x 16 x 64 env steps), one thread: seconds.
 SHORT = ["task=ant", "runner.max_iterations=2", "torch_threads=1", "task.num_workers=0", "seed=2"]
@@ -51,14 +50,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def finals(runs: dict[str, Path]) -> dict[str, dict[str, torch.Tensor]]:
-    summaries = {p: json.loads((run / SUMMARY_FILE).read_text(encoding="utf-8")) for p, run in runs.items()}
-    return {preset: _tensors(Path(summaries[preset]["final_checkpoint"])) for preset in runs}
+    return {preset: _tensors(Path(RunDir(run).read_summary()["final_checkpoint"])) for preset, run in runs.items()}
 
 
 def test_the_conservative_run_carries_its_bounds(runs: dict[str, Path]) -> None:
     # What makes the bit-for-bit test below mean something: the bounds are in the run, not lost on the way.
     def actor(preset: str) -> dict:
-        return json.loads((runs[preset] / TRAIN_CFG_FILE).read_text(encoding="utf-8"))["train_cfg"]["actor"]
+        return RunDir(runs[preset]).read_train_cfg().train_cfg["actor"]
 
     conservative, ppo = actor("ppo_conservative"), actor("ppo")
     assert conservative["obs_clip"] == 10.0 and conservative["distribution_cfg"]["std_range"][0] == 0.05
