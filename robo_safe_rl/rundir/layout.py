@@ -34,6 +34,8 @@ REPRO_DIR = "repro"
 """``tools/diagnose.py``'s reproduction scripts."""
 HYDRA_DIR = "hydra"
 """Hydra's record of the composition (``hydra.output_subdir`` in ``configs/train.yaml``)."""
+HYDRA_OVERRIDES_FILE = "overrides.yaml"
+"""Hydra's record of the command-line overrides, in :data:`HYDRA_DIR`."""
 TRAIN_LOG = "train.log"
 """The run's log: what training showed (its start banner, rsl-rl's iteration blocks, its final line) and its log
 records, written by ``robo_safe_rl.apps.run_log`` in both ``tools/train.py`` and ``apps.train.main``."""

@@ -235,6 +235,18 @@ class RunDir:
             raise ConfigError(f"{path}: num_actions must be an integer >= 1, got {actions!r}")
         return SavedTrainCfg(train_cfg, shapes, actions)
 
+    def read_overrides(self) -> list[str] | None:
+        """The command-line overrides Hydra recorded for the run (``hydra/overrides.yaml``), as given; ``None`` when
+        the run has no such record or it is not a list of strings (a crafted file is read as YAML data only)."""
+        path = self.root / layout.HYDRA_DIR / layout.HYDRA_OVERRIDES_FILE
+        try:
+            data = yaml.safe_load(_read_bounded(path, MAX_OVERRIDES_BYTES))
+        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError):
+            return None
+        if not isinstance(data, list) or not all(isinstance(item, str) for item in data):
+            return None
+        return data
+
     # ------------------------------------------------------------------ summary.json
 
     def write_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
@@ -326,6 +338,8 @@ def _is_size(value: Any) -> bool:
 #: appends a few hundred bytes per safety event and writes summary.json once (a few KiB).
 MAX_EVENTS_BYTES = 64 * 2**20
 MAX_SUMMARY_BYTES = 1 * 2**20
+#: Hydra's overrides record holds the command line's overrides: a few hundred bytes.
+MAX_OVERRIDES_BYTES = 1 * 2**20
 
 
 def _read_bounded(path: Path, limit: int) -> str:

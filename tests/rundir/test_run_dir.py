@@ -209,3 +209,30 @@ def test_oversized_events_and_summary_are_not_read(tmp_path: Path) -> None:
     assert events is None and "larger than the 64 MiB a run writes at most" in notes[0]
     with pytest.raises(ConfigError, match="larger than the 1 MiB a run writes at most"):
         run.read_summary()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- task=hopper\n- seed=1\n", ["task=hopper", "seed=1"]),
+        ("[]\n", []),
+        ("task: hopper\n", None),  # a mapping, not Hydra's list
+        ("- seed=1\n- 2\n", None),  # an item that is no override string
+        ("- [unclosed\n", None),  # not YAML
+        ("- !!python/object/apply:os.system ['true']\n", None),  # read as data only: the tag is refused, not run
+        (None, None),  # no record at all
+    ],
+    ids=["list", "empty", "mapping", "non-string", "broken", "python-tag", "missing"],
+)
+def test_hydra_overrides_are_read_as_recorded_or_not_at_all(tmp_path: Path, text: str | None, expected: object) -> None:
+    if text is not None:
+        (tmp_path / HYDRA_DIR).mkdir()
+        (tmp_path / HYDRA_DIR / "overrides.yaml").write_text(text, encoding="utf-8")
+    assert RunDir(tmp_path).read_overrides() == expected
+
+
+def test_an_oversized_overrides_record_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / HYDRA_DIR).mkdir()
+    with open(tmp_path / HYDRA_DIR / "overrides.yaml", "wb") as f:
+        f.truncate(2**30)  # sparse: declared, no disk used
+    assert RunDir(tmp_path).read_overrides() is None
