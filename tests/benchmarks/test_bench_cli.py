@@ -72,6 +72,7 @@ def test_unknown_section_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
         # 5,000 digits: past int()'s conversion limit, refused as any seed past the bound is (no traceback).
         (["--only", "learning", "--seeds", "1," + "9" * 5000], "expected distinct integers in [0, 4294967295]"),
         (["--only", "env", "--seeds", "4,5"], "--seeds applies to ['presets', 'learning'] only, not to ['env']"),
+        (["--only", "learning,a1", "--reuse"], "--reuse applies to ['presets', 'learning'] only, not to ['a1']"),
     ],
 )
 def test_tasks_and_seeds_are_checked_first(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -179,7 +179,7 @@ def section_checkpoint(quick: bool) -> str:
 
 
 def section_presets(
-    quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None
+    quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None, reuse: bool = False
 ) -> dict[str, str]:
     """The three presets on each task of ``tasks`` (the learning section's): ``seeds`` (by default 1, 2, 3; quick: 1,
     2) each on the learning budget; with the Ant, each preset under the gauntlet drill too (hours).
@@ -210,9 +210,8 @@ def section_presets(
         seeds = seeds or SEEDS
     # The runs stay in logs/bench_presets/ (ignored by git) for TensorBoard and tools/play.py.
     out = repo / "logs" / ("bench_presets_quick" if quick else "bench_presets")
-    r = bench_presets(
-        repo, out, budget, drill if "ant" in tasks else None, seeds=seeds, eval_episodes=2 if quick else 16
-    )
+    drill_overrides = drill if "ant" in tasks else None
+    r = bench_presets(repo, out, budget, drill_overrides, seeds=seeds, eval_episodes=2 if quick else 16, reuse=reuse)
     header = [
         "preset",
         "return over seeds, mean +- std [min, max]",
@@ -441,7 +440,9 @@ def _spread(stats: dict | None) -> str:
 LEARNING_TASKS = ("ant", "half_cheetah", "hopper", "walker2d")
 
 
-def section_learning(quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None) -> str:
+def section_learning(
+    quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None, reuse: bool = False
+) -> str:
     """Each task of ``tasks`` (:data:`LEARNING_TASKS`) with its tuned values: ``seeds`` (by default 1, 2, 3; quick: 1,
     2) of 1M env steps, two trainings at a time (one core each), learning curves against env steps and wall time, the
     final policies by the evaluation protocol; then, with the Ant, its first seed once more with the env workers, alone
@@ -464,7 +465,8 @@ def section_learning(quick: bool, tasks: tuple[str, ...] | None = None, seeds: t
     episodes = 2 if quick else 16
 
     def one_task(task: str) -> dict:
-        return bench_learning(repo, out / task, [f"task={task}", *budget[task]], seeds=seeds, eval_episodes=episodes)
+        overrides = [f"task={task}", *budget[task]]
+        return bench_learning(repo, out / task, overrides, seeds=seeds, eval_episodes=episodes, reuse=reuse)
 
     # Two lanes, each a task's seeds one after another: both cores busy until the end.
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -473,7 +475,9 @@ def section_learning(quick: bool, tasks: tuple[str, ...] | None = None, seeds: t
     # running. Its return must be the one-core run's (the workers change no trajectory).
     if "ant" in budget:
         ant_workers = ["task=ant", *budget["ant"], "task.num_workers=2"]  # after LEARNING_OVERRIDES' 0: the later wins
-        workers = bench_learning(repo, out / "ant_workers", ant_workers, seeds=seeds[:1], eval_episodes=episodes)
+        workers = bench_learning(
+            repo, out / "ant_workers", ant_workers, seeds=seeds[:1], eval_episodes=episodes, reuse=reuse
+        )
 
     header = ["task", "seed", "env steps", "wall s", "return, mean +- std [min, max] of episodes", "length", "status"]
     rows, lines, figures = [], [], []
@@ -672,6 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, help="replace the measured sections in this Markdown file")
     parser.add_argument("--tasks", help=f"comma-separated tasks of {list(LEARNING_TASKS)} for {list(TASK_SECTIONS)}")
     parser.add_argument("--seeds", help=f"comma-separated distinct training seeds for {list(TASK_SECTIONS)}")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help=f"{list(TASK_SECTIONS)}: take each run that a previous bench completed with the same command (in logs/) "
+        "instead of training it again, so that a bench stopped part way goes on where it stopped",
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in SECTIONS]
@@ -689,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
         expected = f"expected distinct integers in [0, {SEED_MAX}], such as 1,2,3"
         print(f"bench: --seeds {args.seeds!r}: {expected}", file=sys.stderr)
         return 2
-    for option, value in (("--tasks", tasks), ("--seeds", seeds)):
+    for option, value in (("--tasks", tasks), ("--seeds", seeds), ("--reuse", args.reuse or None)):
         if value is not None and not set(names) <= set(TASK_SECTIONS):
             others = [n for n in names if n not in TASK_SECTIONS]
             print(f"bench: {option} applies to {list(TASK_SECTIONS)} only, not to {others}", file=sys.stderr)
@@ -701,7 +711,10 @@ def main(argv: list[str] | None = None) -> int:
     with progress_bar("bench", len(names)) as bar:
         for number, name in enumerate(names, start=1):
             bar.describe(f"bench: {name} ({number}/{len(names)})")
-            body = SECTIONS[name](args.quick, tasks, seeds) if name in TASK_SECTIONS else SECTIONS[name](args.quick)
+            if name in TASK_SECTIONS:
+                body = SECTIONS[name](args.quick, tasks, seeds, args.reuse)
+            else:
+                body = SECTIONS[name](args.quick)
             for block_name, block_body in (body if isinstance(body, dict) else {name: body}).items():
                 block = render(block_name, block_body, shown_argv, machine)
                 print(block, flush=True)

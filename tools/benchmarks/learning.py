@@ -109,8 +109,10 @@ def bench_learning(
     eval_episodes: int = 16,
     split: str = "test",
     jobs: int = 1,
+    reuse: bool = False,
 ) -> dict[str, Any]:
-    """Train ``overrides`` once per seed, ``jobs`` at a time, and evaluate each final checkpoint.
+    """Train ``overrides`` once per seed, ``jobs`` at a time, and evaluate each final checkpoint (``reuse``: see
+    :func:`benchmarks.runs.train`).
 
     Returns:
         ``runs`` (:class:`LearningRun` per seed) and ``final_return`` (``mean``, ``std`` over seeds, ``min``,
@@ -121,7 +123,7 @@ def bench_learning(
     bar_text = f"bench learning: {len(seeds)} trainings"
     # The threads only wait on the subprocesses.
     with progress_bar(bar_text, len(seeds)) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for run in pool.map(lambda seed: learning_run(repo, out, overrides, seed, eval_episodes, split), seeds):
+        for run in pool.map(lambda seed: learning_run(repo, out, overrides, seed, eval_episodes, split, reuse), seeds):
             runs.append(run)
             bar.advance()
     return {
@@ -134,12 +136,18 @@ def bench_learning(
 
 
 def learning_run(
-    repo: Path, out: Path, overrides: list[str], seed: int, eval_episodes: int = 16, split: str = "test"
+    repo: Path,
+    out: Path,
+    overrides: list[str],
+    seed: int,
+    eval_episodes: int = 16,
+    split: str = "test",
+    reuse: bool = False,
 ) -> LearningRun:
     """Train ``overrides`` with ``seed`` into ``out/seed<seed>`` (one core: :data:`LEARNING_OVERRIDES`) and evaluate
     its final checkpoint."""
     run_dir = out / f"seed{seed}"
-    summary = train(repo, run_dir, [*LEARNING_OVERRIDES, *overrides, f"seed={seed}"], out / f"seed{seed}.log")
+    summary = train(repo, run_dir, [*LEARNING_OVERRIDES, *overrides, f"seed={seed}"], out / f"seed{seed}.log", reuse)
     run = LearningRun(
         seed, str(run_dir), curve(run_dir, summary), summary["env_steps"], summary["wall_s"], summary["status"]
     )

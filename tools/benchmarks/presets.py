@@ -40,10 +40,13 @@ class DrillResult:
     final_return: float | None
 
 
-def drill_run(repo: Path, out: Path, preset: str, overrides: list[str], eval_episodes: int) -> DrillResult:
+def drill_run(
+    repo: Path, out: Path, preset: str, overrides: list[str], eval_episodes: int, reuse: bool = False
+) -> DrillResult:
     """Train ``preset`` under ``+drill=gauntlet`` (seed 1) into ``out/<preset>_drill`` and evaluate its final policy."""
     run_dir = out / f"{preset}_drill"
-    summary = train(repo, run_dir, [f"algo={preset}", "seed=1", *overrides, "+drill=gauntlet"], out / f"{preset}.log")
+    drill = [f"algo={preset}", "seed=1", *overrides, "+drill=gauntlet"]
+    summary = train(repo, run_dir, drill, out / f"{preset}.log", reuse)
     final = summary.get("final_checkpoint")
     return DrillResult(
         preset,
@@ -77,6 +80,7 @@ def bench_presets(
     seeds: tuple[int, ...] = (1, 2, 3),
     eval_episodes: int = 16,
     lanes: int = 2,
+    reuse: bool = False,
 ) -> dict[str, Any]:
     """Train every task x preset x seed on its budget and, with ``drill_overrides``, every preset under the drill,
     ``lanes`` at a time.
@@ -85,6 +89,7 @@ def bench_presets(
         budget: Per task, the overrides of its comparison runs beyond ``task=`` and ``algo=`` (its iterations).
         drill_overrides: The drill runs' overrides beyond ``algo=``, the seed and the drill (their task and budget);
             ``None``: no drill runs.
+        reuse: Take the runs a previous bench completed with the same commands (:func:`benchmarks.runs.train`).
 
     Returns:
         ``compare[task][preset]``: its ``runs`` (:class:`LearningRun`, in seed order), ``final_return`` (statistics
@@ -98,9 +103,9 @@ def bench_presets(
     def one(job: tuple[str, str, int]) -> LearningRun | DrillResult:
         task, preset, seed = job
         if task == "drill":
-            return drill_run(repo, out / "drill", preset, drill_overrides, eval_episodes)
+            return drill_run(repo, out / "drill", preset, drill_overrides, eval_episodes, reuse)
         overrides = [f"task={task}", f"algo={preset}", *budget[task]]
-        return learning_run(repo, out / task / preset, overrides, seed, eval_episodes)
+        return learning_run(repo, out / task / preset, overrides, seed, eval_episodes, reuse=reuse)
 
     if drill_overrides is not None:
         (out / "drill").mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.rundir import RunDir
 
 #: One torch thread and one BLAS thread per run: runs may go two at a time on 2 cores (DESIGN.md: torch's threads
@@ -47,20 +48,39 @@ def scalars(run_dir: Path, tag: str) -> list[tuple[int, float, float]]:
     return [(e.step, e.wall_time, e.value) for e in events.Scalars(tag)]
 
 
-def train(repo: Path, run_dir: Path, overrides: list[str], log: Path) -> dict[str, Any]:
+def train(repo: Path, run_dir: Path, overrides: list[str], log: Path, reuse: bool = False) -> dict[str, Any]:
     """Train with ``tools/train.py`` into ``run_dir`` (a previous benchmark's run there is replaced) and return the
     run's summary.
+
+    With ``reuse``, a run already in ``run_dir`` that completed the same command (:func:`finished_run`) is taken as it
+    is instead: a bench of hours that stopped part way goes on from the runs it finished.
 
     Raises:
         RuntimeError: If training refused the configuration (exit 2), naming the log.
     """
-    shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [sys.executable, "tools/train.py", *overrides, f"run_dir={run_dir}"]
+    if reuse and (summary := finished_run(run_dir, cmd[2:])) is not None:
+        return summary
+    shutil.rmtree(run_dir, ignore_errors=True)
     with open(log, "w", encoding="utf-8") as f:
         done = subprocess.run(cmd, cwd=repo, stdout=f, stderr=f, env={**os.environ, **RUN_ENV}, check=False)
     if done.returncode == 2:
         raise RuntimeError(f"{' '.join(cmd)}: invalid configuration (exit 2); see {log}")
     return RunDir(run_dir).read_summary()
+
+
+def finished_run(run_dir: Path, overrides: list[str]) -> dict[str, Any] | None:
+    """The summary of the run in ``run_dir`` if it completed and Hydra recorded exactly ``overrides`` for it, in order
+    (the command a bench would run again); else ``None``. A run that stopped, crashed or ran another command does
+    not count: the bench trains it again."""
+    files = RunDir(run_dir)
+    if files.read_overrides() != list(overrides):
+        return None
+    try:
+        summary = files.read_summary()
+    except ConfigError:
+        return None
+    return summary if summary.get("status") == "completed" else None
 
 
 def curve(run_dir: Path, summary: dict[str, Any], tag: str = "Episode/return") -> list[CurvePoint]:

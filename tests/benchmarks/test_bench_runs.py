@@ -1,0 +1,34 @@
+"""The benchmarks' training runs: a real ``tools/train.py`` subprocess each, and ``--reuse`` taking a run a previous
+bench completed with the same command instead of training it again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.runs import finished_run, train
+from robo_safe_rl.rundir import RunDir
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["torch_threads=1", "task.num_envs=2", "runner.num_steps_per_env=8", "+task.env_kwargs.max_episode_steps=5"]
+
+
+def test_a_completed_run_of_the_same_command_is_reused_and_any_other_trained_again(tmp_path: Path) -> None:
+    run_dir, log = tmp_path / "seed1", tmp_path / "seed1.log"
+    once = [*TINY, "runner.max_iterations=1", "seed=1"]
+    first = train(REPO, run_dir, once, log)
+    assert first["status"] == "completed" and first["iterations"] == 1
+    # Hydra's record of the command is the one a bench would give again (run_dir last).
+    assert finished_run(run_dir, [*once, f"run_dir={run_dir}"]) == first
+    log.unlink()
+    assert train(REPO, run_dir, once, log, reuse=True) == first
+    assert not log.exists()  # nothing ran: the log is written by a training only
+    # Another command in the same folder (here two iterations) is trained, not taken.
+    twice = [*TINY, "runner.max_iterations=2", "seed=1"]
+    assert train(REPO, run_dir, twice, log, reuse=True)["iterations"] == 2
+    # A run that did not complete is trained again.
+    files = RunDir(run_dir)
+    summary = files.read_summary()
+    files.summary_path.write_text(json.dumps({**summary, "status": "stopped"}), encoding="utf-8")
+    assert finished_run(run_dir, [*twice, f"run_dir={run_dir}"]) is None
+    assert train(REPO, run_dir, twice, log, reuse=True)["status"] == "completed"
