@@ -1,12 +1,12 @@
 """The benchmarks' training runs: a real ``tools/train.py`` subprocess each, and ``--reuse`` taking a run a previous
-bench completed with the same command instead of training it again."""
+bench completed with the same command on this machine instead of training it again."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from benchmarks.runs import finished_run, train
+from benchmarks.runs import finished_run, machine_record, this_machine, train
 from robo_safe_rl.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,12 +23,24 @@ def test_a_completed_run_of_the_same_command_is_reused_and_any_other_trained_aga
     log.unlink()
     assert train(REPO, run_dir, once, log, reuse=True) == first
     assert not log.exists()  # nothing ran: the log is written by a training only
-    # Another command in the same folder (here two iterations) is trained, not taken.
+    # Another command in the same folder (here two iterations) is trained, not taken, and its machine recorded.
     twice = [*TINY, "runner.max_iterations=2", "seed=1"]
-    assert train(REPO, run_dir, twice, log, reuse=True)["iterations"] == 2
-    # A run that did not complete is trained again.
+    second = train(REPO, run_dir, twice, log, reuse=True)
+    assert second["iterations"] == 2
+    command = [*twice, f"run_dir={run_dir}"]
+    record = machine_record(run_dir)
+    assert json.loads(record.read_text(encoding="utf-8")) == this_machine()
+    assert finished_run(run_dir, command) == second
+    # Trained again (None): a run recorded on another machine (here another CPU model), one that did not complete,
+    # one without a machine record.
+    mine = record.read_text(encoding="utf-8")
+    record.write_text(json.dumps({**this_machine(), "cpu": "another CPU"}), encoding="utf-8")
+    assert finished_run(run_dir, command) is None
+    record.write_text(mine, encoding="utf-8")
     files = RunDir(run_dir)
-    summary = files.read_summary()
-    files.summary_path.write_text(json.dumps({**summary, "status": "stopped"}), encoding="utf-8")
-    assert finished_run(run_dir, [*twice, f"run_dir={run_dir}"]) is None
-    assert train(REPO, run_dir, twice, log, reuse=True)["status"] == "completed"
+    files.summary_path.write_text(json.dumps({**second, "status": "stopped"}), encoding="utf-8")
+    assert finished_run(run_dir, command) is None
+    files.summary_path.write_text(json.dumps(second), encoding="utf-8")
+    assert finished_run(run_dir, command) == second
+    record.unlink()
+    assert finished_run(run_dir, command) is None

@@ -6,6 +6,7 @@ from the same kind of run and is judged by the one evaluation protocol (:func:`r
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.timing import machine_description
 from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.fileio import atomic_write_text
 from robo_safe_rl.rundir import RunDir
 
 #: One torch thread and one BLAS thread per run: runs may go two at a time on 2 cores (DESIGN.md: torch's threads
@@ -48,12 +51,29 @@ def scalars(run_dir: Path, tag: str) -> list[tuple[int, float, float]]:
     return [(e.step, e.wall_time, e.value) for e in events.Scalars(tag)]
 
 
+#: What must be the same for a bench to take a run another bench made (:func:`finished_run`): the machine's CPU model
+#: and cores and the library versions; not the date or the kernel build, which change between machines of one model.
+MACHINE_KEYS = ("cpu", "cores", "python", "torch", "numpy", "pybullet_api", "cuda")
+MACHINE_RECORD_MAX_CHARS = 65_536
+
+
+def this_machine() -> dict[str, str]:
+    """The :data:`MACHINE_KEYS` of this machine, as BENCHMARKS.md's tables name them."""
+    machine = machine_description()
+    return {key: machine[key] for key in MACHINE_KEYS}
+
+
+def machine_record(run_dir: Path) -> Path:
+    """Where :func:`train` records the machine a run trained on: beside the run directory, as its log."""
+    return run_dir.parent / f"{run_dir.name}.machine.json"
+
+
 def train(repo: Path, run_dir: Path, overrides: list[str], log: Path, reuse: bool = False) -> dict[str, Any]:
     """Train with ``tools/train.py`` into ``run_dir`` (a previous benchmark's run there is replaced) and return the
-    run's summary.
+    run's summary; the machine it trained on is recorded beside it (:func:`machine_record`).
 
-    With ``reuse``, a run already in ``run_dir`` that completed the same command (:func:`finished_run`) is taken as it
-    is instead: a bench of hours that stopped part way goes on from the runs it finished.
+    With ``reuse``, a run already in ``run_dir`` that completed the same command on this machine (:func:`finished_run`)
+    is taken as it is instead: a bench of hours that stopped part way goes on from the runs it finished.
 
     Raises:
         RuntimeError: If training refused the configuration (exit 2), naming the log.
@@ -62,23 +82,30 @@ def train(repo: Path, run_dir: Path, overrides: list[str], log: Path, reuse: boo
     if reuse and (summary := finished_run(run_dir, cmd[2:])) is not None:
         return summary
     shutil.rmtree(run_dir, ignore_errors=True)
+    machine_record(run_dir).unlink(missing_ok=True)
     with open(log, "w", encoding="utf-8") as f:
         done = subprocess.run(cmd, cwd=repo, stdout=f, stderr=f, env={**os.environ, **RUN_ENV}, check=False)
     if done.returncode == 2:
         raise RuntimeError(f"{' '.join(cmd)}: invalid configuration (exit 2); see {log}")
+    atomic_write_text(machine_record(run_dir), json.dumps(this_machine(), indent=2) + "\n")
     return RunDir(run_dir).read_summary()
 
 
 def finished_run(run_dir: Path, overrides: list[str]) -> dict[str, Any] | None:
-    """The summary of the run in ``run_dir`` if it completed and Hydra recorded exactly ``overrides`` for it, in order
-    (the command a bench would run again); else ``None``. A run that stopped, crashed or ran another command does
-    not count: the bench trains it again."""
+    """The summary of the run in ``run_dir`` if it completed, Hydra recorded exactly ``overrides`` for it (in order:
+    the command a bench would run again) and it trained on this machine (:func:`machine_record`); else ``None``. A
+    run that stopped, ran another command, trained elsewhere or has no machine record does not count: the bench trains
+    it again."""
     files = RunDir(run_dir)
     if files.read_overrides() != list(overrides):
         return None
     try:
         summary = files.read_summary()
-    except ConfigError:
+        with open(machine_record(run_dir), encoding="utf-8") as f:
+            recorded = json.loads(f.read(MACHINE_RECORD_MAX_CHARS))  # a few hundred; a longer file fails to parse
+    except (ConfigError, OSError, UnicodeDecodeError, ValueError):
+        return None
+    if recorded != this_machine():
         return None
     return summary if summary.get("status") == "completed" else None
 
