@@ -103,5 +103,8 @@ def test_the_a1_section_evaluates_every_checkpoint_of_each_seed(tmp_path: Path) 
     # per checkpoint at its env steps, an error per seed.
     curve = [line for line in text.splitlines() if line.startswith(("| 32 |", "| 64 |", "| 96 |"))]
     assert len(curve) == 3 and all(len(line.strip("|").split("|")) == 3 for line in curve)
+    # The last checkpoint is the final one: its curve point is the final evaluation's mean error, seed by seed.
+    finals = [row.split("|")[4].strip().split(" +- ")[0] for row in rows]
+    assert [cell.strip() for cell in curve[-1].strip("|").split("|")[1:]] == finals
     assert "Final error_vel_xy over seeds: " in text and "(target <= 0.2)" in text
     assert (REPO / "logs" / "bench_a1_quick" / "tracking_a1_flat.png").read_bytes()[:4] == b"\x89PNG"

@@ -44,6 +44,9 @@ class LearningRun:
     status: str
     final: dict[str, Any] = field(default_factory=dict)  # the evaluation's return, length and metric statistics
     steps_per_iteration: float = 0.0
+    #: The checkpoint ``final`` evaluated, and with how many episodes on which split.
+    final_checkpoint: str | None = None
+    final_protocol: tuple[int, str] | None = None
 
 
 def iterations_for(env_steps: int, num_envs: int, steps_per_env: int) -> int:
@@ -84,12 +87,14 @@ class TrackingPoint:
 
 def tracking_curve(repo: Path, run: LearningRun, episodes: int, split: str = "test") -> list[TrackingPoint]:
     """Evaluate every checkpoint ``run`` saved (``model_<iteration>.pt``, in order) and read the task's tracking
-    errors (the A1's ``error_vel_xy`` and ``error_vel_yaw``, episode means)."""
+    errors (the A1's ``error_vel_xy`` and ``error_vel_yaw``, episode means). The final checkpoint's evaluation by the
+    same protocol (``run.final``) is taken, not run again."""
     checkpoints = sorted(Path(run.run_dir).glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
     points = []
     for checkpoint in checkpoints:
         iteration = int(checkpoint.stem.split("_")[1])
-        metric = evaluate_checkpoint(repo, str(checkpoint), episodes, split)["metric"]
+        evaluated = run.final_protocol == (episodes, split) and run.final_checkpoint == str(checkpoint)
+        metric = (run.final if evaluated else evaluate_checkpoint(repo, str(checkpoint), episodes, split))["metric"]
         points.append(
             TrackingPoint(
                 iteration,
@@ -154,6 +159,7 @@ def learning_run(
     run.steps_per_iteration = summary["env_steps"] / max(summary["iterations"], 1)
     if summary.get("final_checkpoint"):
         run.final = evaluate_checkpoint(repo, summary["final_checkpoint"], eval_episodes, split)
+        run.final_checkpoint, run.final_protocol = summary["final_checkpoint"], (eval_episodes, split)
     return run
 
 
