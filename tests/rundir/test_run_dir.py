@@ -20,6 +20,7 @@ from robo_safe_rl.rundir import (
     checkpoint_iteration,
     incidents_tag,
 )
+from robo_safe_rl.rundir.layout import HYDRA_OVERRIDES_FILE
 from robo_safe_rl.rundir.run_dir import TRAIN_CFG_MAX_BYTES
 
 TRAIN_CFG = {"obs_groups": {"actor": ["policy"]}, "actor": {"class_name": "MLPModel"}}
@@ -227,12 +228,12 @@ def test_oversized_events_and_summary_are_not_read(tmp_path: Path) -> None:
 def test_hydra_overrides_are_read_as_recorded_or_not_at_all(tmp_path: Path, text: str | None, expected: object) -> None:
     if text is not None:
         (tmp_path / HYDRA_DIR).mkdir()
-        (tmp_path / HYDRA_DIR / "overrides.yaml").write_text(text, encoding="utf-8")
+        (tmp_path / HYDRA_DIR / HYDRA_OVERRIDES_FILE).write_text(text, encoding="utf-8")
     assert RunDir(tmp_path).read_overrides() == expected
 
 
 def test_an_oversized_overrides_record_is_not_read(tmp_path: Path) -> None:
     (tmp_path / HYDRA_DIR).mkdir()
-    with open(tmp_path / HYDRA_DIR / "overrides.yaml", "wb") as f:
+    with open(tmp_path / HYDRA_DIR / HYDRA_OVERRIDES_FILE, "wb") as f:
         f.truncate(2**30)  # sparse: declared, no disk used
     assert RunDir(tmp_path).read_overrides() is None

@@ -6,6 +6,7 @@ from the same kind of run and is judged by the one evaluation protocol (:func:`r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -57,10 +58,15 @@ MACHINE_KEYS = ("cpu", "cores", "python", "torch", "numpy", "pybullet_api", "cud
 MACHINE_RECORD_MAX_CHARS = 65_536
 
 
+@functools.cache
+def _machine() -> tuple[tuple[str, str], ...]:
+    machine = machine_description()  # reads /proc/cpuinfo and asks torch for its device: once per process
+    return tuple((key, machine[key]) for key in MACHINE_KEYS)
+
+
 def this_machine() -> dict[str, str]:
     """The :data:`MACHINE_KEYS` of this machine, as BENCHMARKS.md's tables name them."""
-    machine = machine_description()
-    return {key: machine[key] for key in MACHINE_KEYS}
+    return dict(_machine())
 
 
 def machine_record(run_dir: Path) -> Path:
