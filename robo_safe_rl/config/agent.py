@@ -121,6 +121,11 @@ class AlgorithmConfig:
     lam: float = 0.95
     value_loss_coef: float = 1.0
     entropy_coef: float = 0.01
+    entropy_coef_final: float | None = None
+    """Addition (not rsl-rl's): with a number, the entropy bonus falls (or rises) linearly from ``entropy_coef`` to this
+    value over ``runner.max_iterations``, on the clip schedule's timing (the update of iteration i of N uses
+    ``entropy_coef + (entropy_coef_final - entropy_coef) * (i + 1) / N``, iterations past N the final value): a large
+    bonus while the policy still has to find a gait, a small one once it has; None keeps rsl-rl's constant bonus."""
     use_clipped_value_loss: bool = True
     normalize_advantage_per_mini_batch: bool = False
 
@@ -144,6 +149,8 @@ class AlgorithmConfig:
         float_in("algorithm.lam", self.lam, 0.0, 1.0)
         float_in("algorithm.value_loss_coef", self.value_loss_coef, 0.0, 1.0e3)
         float_in("algorithm.entropy_coef", self.entropy_coef, 0.0, 1.0e3)
+        if self.entropy_coef_final is not None:
+            float_in("algorithm.entropy_coef_final", self.entropy_coef_final, 0.0, 1.0e3)
 
 
 @dataclass

@@ -96,7 +96,8 @@ class SafeLogger(Logger):
             safety: Every ``Safety/*`` scalar: the cumulative counters and the gradient guard's metrics.
             counters: The cumulative event counters the display shows (``None``: none).
             train: Further ``Train/*`` scalars (the reward scale of ``runner.normalize_rewards``, the scheduled clip
-                range of ``algorithm.clip_param_final``); ``None``: none.
+                range of ``algorithm.clip_param_final``, the scheduled entropy bonus of
+                ``algorithm.entropy_coef_final``); ``None``: none.
             **kwargs: rsl-rl's ``Logger.log`` arguments.
         """
         returns = [ep["Episode/return"] for ep in self.ep_extras if isinstance(ep.get("Episode/return"), torch.Tensor)]

@@ -1,9 +1,9 @@
 """SafePPO: rsl-rl's PPO whose ``update()`` is owned, with the gradient guard and the gradient fire drill.
 
 rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.ppo:SafePPO``); the extra keys
-``grad_guard`` (``safety.grad_guard``), ``grad_faults`` (``faults.grad``), ``dump_dir``, ``clip_param_final`` and
-``schedule_iterations`` reach ``__init__``.
-:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with six additions, marked ``(n)`` in the code:
+``grad_guard`` (``safety.grad_guard``), ``grad_faults`` (``faults.grad``), ``dump_dir``, ``clip_param_final``,
+``entropy_coef_final`` and ``schedule_iterations`` reach ``__init__``.
+:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with seven additions, marked ``(n)`` in the code:
 
 1. **Fire drill** (``faults.grad``): a NaN return in a copy of the mini-batch makes the loss NaN through the PPO maths
    below it; a gradient element is overwritten right after backward, where a bad op would have produced it.
@@ -21,8 +21,10 @@ rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.pp
    :class:`~robo_safe_rl.errors.NonFiniteStateError`, which ``SafeRunner`` answers with a rollback. The replicas of a
    multi-process run hold the same weights, so all ranks stop at the same mini-batch.
 6. **Clip schedule** (``algorithm.clip_param_final``, keys ``clip_param_final`` and ``schedule_iterations``): before
-   the mini-batches, ``clip_param`` is set to the iteration's value of a linear schedule (:func:`scheduled_clip`);
+   the mini-batches, ``clip_param`` is set to the iteration's value of a linear schedule (:func:`linear_schedule`);
    rsl-rl's clip is a constant. Without ``clip_param_final`` nothing changes.
+7. **Entropy schedule** (``algorithm.entropy_coef_final``, keys ``entropy_coef_final`` and ``schedule_iterations``):
+   likewise ``entropy_coef``, on the same timing. Without ``entropy_coef_final`` nothing changes.
 
 With mode ``off`` and no drill, the update is rsl-rl's: bitwise the same weights and losses.
 """
@@ -68,13 +70,14 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def scheduled_clip(start: float, final: float, iteration: int, iterations: int) -> float:
-    """The clip range of iteration ``iteration`` (0-based) of a linear schedule over ``iterations``.
+def linear_schedule(start: float, final: float, iteration: int, iterations: int) -> float:
+    """The value at iteration ``iteration`` (0-based) of a linear schedule over ``iterations`` (the clip range, the
+    entropy bonus).
 
-    Stable-Baselines3 evaluates its ``clip_range`` schedule on the progress after each rollout, so the update of
-    iteration i already has (i + 1) / N of the way behind it: ``start + (final - start) * (i + 1) / N``, and ``final``
-    from the last iteration on. Example: rl-baselines3-zoo's ``lin_0.4`` over its 2M env steps, with rollouts of 8,192
-    env steps, is start 0.4 and final 0.2 over the 122 iterations of 1M env steps.
+    Stable-Baselines3 evaluates its schedules (``clip_range``, ``learning_rate``) on the progress after each rollout,
+    so the update of iteration i already has (i + 1) / N of the way behind it: ``start + (final - start) * (i + 1) /
+    N``, and ``final`` from the last iteration on. Example: rl-baselines3-zoo's ``lin_0.4`` clip over its 2M env steps,
+    with rollouts of 8,192 env steps, is start 0.4 and final 0.2 over the 122 iterations of 1M env steps.
     """
     return start + (final - start) * min((iteration + 1) / iterations, 1.0)
 
@@ -100,6 +103,7 @@ class SafePPO(PPO):
         grad_faults: GradFaultCfg | dict[str, Any] | None = None,
         dump_dir: str | os.PathLike[str] | None = None,
         clip_param_final: float | None = None,
+        entropy_coef_final: float | None = None,
         schedule_iterations: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -112,20 +116,23 @@ class SafePPO(PPO):
         grad_faults: ``faults.grad``; None means no fault.
         dump_dir: Where ``raise`` mode writes its dump (the run directory); None writes none.
         clip_param_final: ``algorithm.clip_param_final``: the clip at the last of ``schedule_iterations`` iterations
-            (:func:`scheduled_clip`); None keeps rsl-rl's constant ``clip_param``.
-        schedule_iterations: The iterations the schedule spans (``runner.max_iterations``); needed with
-            ``clip_param_final``.
+            (:func:`linear_schedule`); None keeps rsl-rl's constant ``clip_param``.
+        entropy_coef_final: ``algorithm.entropy_coef_final``: the entropy bonus at the last of ``schedule_iterations``
+            iterations; None keeps rsl-rl's constant ``entropy_coef``.
+        schedule_iterations: The iterations the schedules span (``runner.max_iterations``); needed with
+            ``clip_param_final`` or ``entropy_coef_final``.
         **kwargs: rsl-rl PPO's keyword arguments (``device``, ``multi_gpu_cfg``, ``learning_rate``, ...).
 
         Raises:
-            ConfigError: On a bad guard or fault config (naming the key), the guard combined with RND, or a clip
-                schedule without its iterations.
+            ConfigError: On a bad guard or fault config (naming the key), the guard combined with RND, or a schedule
+                without its iterations.
         """
-        if clip_param_final is not None and (schedule_iterations is None or schedule_iterations < 1):
-            raise ConfigError(
-                f"invalid config value algorithm.clip_param_final={clip_param_final}: the schedule needs its length, "
-                f"expected schedule_iterations >= 1 (runner.max_iterations), got {schedule_iterations!r}"
-            )
+        for key, final in (("clip_param_final", clip_param_final), ("entropy_coef_final", entropy_coef_final)):
+            if final is not None and (schedule_iterations is None or schedule_iterations < 1):
+                raise ConfigError(
+                    f"invalid config value algorithm.{key}={final}: the schedule needs its length, "
+                    f"expected schedule_iterations >= 1 (runner.max_iterations), got {schedule_iterations!r}"
+                )
         self.guard_cfg = GradGuardCfg.from_value(grad_guard)
         self.fault_cfg = GradFaultCfg.from_value(grad_faults)
         mode = self.guard_cfg.mode
@@ -137,6 +144,8 @@ class SafePPO(PPO):
         super().__init__(actor, critic, storage, *args, **kwargs)
         #: (6) The clip schedule: ``clip_param`` as configured, the final value (None: constant) and the span.
         self.clip_param_start, self.clip_param_final = self.clip_param, clip_param_final
+        #: (7) The entropy schedule, likewise.
+        self.entropy_coef_start, self.entropy_coef_final = self.entropy_coef, entropy_coef_final
         self.schedule_iterations = schedule_iterations
         self.dump_dir = None if dump_dir is None else os.fspath(dump_dir)
         self.current_iteration = 0
@@ -182,7 +191,7 @@ class SafePPO(PPO):
         return dict(self._metrics)
 
     def update(self) -> dict[str, float]:
-        """rsl-rl 5.5's ``PPO.update`` with the additions (1)-(6) of the module docstring.
+        """rsl-rl 5.5's ``PPO.update`` with the additions (1)-(7) of the module docstring.
 
         Returns:
             rsl-rl's mean losses, over the applied mini-batches (exactly rsl-rl's without a non-finite event).
@@ -195,8 +204,13 @@ class SafePPO(PPO):
         """
         # (6) Clip schedule: this iteration's clip range.
         if self.clip_param_final is not None:
-            self.clip_param = scheduled_clip(
+            self.clip_param = linear_schedule(
                 self.clip_param_start, self.clip_param_final, self.current_iteration, self.schedule_iterations
+            )
+        # (7) Entropy schedule: this iteration's entropy bonus.
+        if self.entropy_coef_final is not None:
+            self.entropy_coef = linear_schedule(
+                self.entropy_coef_start, self.entropy_coef_final, self.current_iteration, self.schedule_iterations
             )
         # (4) Sums and counts per loss term, of the applied mini-batches.
         sums: dict[str, float] = {}

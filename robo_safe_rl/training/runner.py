@@ -341,6 +341,9 @@ class SafeRunner(OnPolicyRunner):
         # The clip range this iteration's update used, where algorithm.clip_param_final schedules it (SafePPO's (6)).
         if getattr(self.alg, "clip_param_final", None) is not None:
             train["clip_param"] = float(self.alg.clip_param)
+        # The entropy bonus likewise, where algorithm.entropy_coef_final schedules it (SafePPO's (7)).
+        if getattr(self.alg, "entropy_coef_final", None) is not None:
+            train["entropy_coef"] = float(self.alg.entropy_coef)
         self.logger.log_iteration(
             it,
             safety,

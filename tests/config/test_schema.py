@@ -102,6 +102,10 @@ def test_schema_checks_hold_outside_hydra_too() -> None:
         ConfigError, match=re.escape("algorithm.clip_param_final=1.5: expected a finite number in [0.0, 1.0]")
     ):
         AlgorithmConfig(clip_param_final=1.5)
+    with pytest.raises(
+        ConfigError, match=re.escape("algorithm.entropy_coef_final=-0.01: expected a finite number in [0.0, 1000.0]")
+    ):
+        AlgorithmConfig(entropy_coef_final=-0.01)
 
 
 def test_resume_refuses_a_corrupt_or_foreign_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,7 @@ from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from robo_safe_rl.errors import ConfigError, NonFiniteError, NonFiniteStateError
-from robo_safe_rl.training.ppo import SafePPO, scheduled_clip
+from robo_safe_rl.training.ppo import SafePPO, linear_schedule
 
 OBS, ACT, ENVS, STEPS = 6, 2, 8, 8
 N = 5 * 4  # rsl-rl's default 5 epochs x 4 mini-batches (of 16 transitions) per update
@@ -386,12 +386,12 @@ def test_the_clip_schedule_is_stable_baselines3s_linear_schedule_after_each_roll
     # 999,424, where it is 0.4 * (1 - 999,424 / 2e6) = 0.2001152.
     final = 0.4 * (1.0 - 999_424 / 2.0e6)
     for i in (0, 1, 60, 121):
-        assert scheduled_clip(0.4, final, i, 122) == pytest.approx(0.4 * (1.0 - 8_192 * (i + 1) / 2.0e6), rel=1e-12)
-    assert scheduled_clip(0.4, 0.2, 121, 122) == 0.2
-    assert scheduled_clip(0.4, 0.2, 500, 122) == 0.2  # past the schedule (a resumed run): the final value
+        assert linear_schedule(0.4, final, i, 122) == pytest.approx(0.4 * (1.0 - 8_192 * (i + 1) / 2.0e6), rel=1e-12)
+    assert linear_schedule(0.4, 0.2, 121, 122) == 0.2
+    assert linear_schedule(0.4, 0.2, 500, 122) == 0.2  # past the schedule (a resumed run): the final value
 
 
-def test_a_scheduled_clip_is_plain_ppo_with_its_clip_set_before_each_update() -> None:
+def test_a_linear_schedule_is_plain_ppo_with_its_clip_set_before_each_update() -> None:
     # The reference: rsl-rl's PPO whose clip_param is set by hand to 0.35, 0.3, 0.25, 0.2, then kept (5 updates of a
     # schedule from 0.4 to 0.2 over 4 iterations). A large rate makes the ratios leave the clip range, so the clip
     # values decide the updates (checked against the constant clip).
@@ -413,6 +413,29 @@ def test_a_scheduled_clip_is_plain_ppo_with_its_clip_set_before_each_update() ->
     assert not torch.equal(constant._raw_actor.mlp[0].weight, scheduled._raw_actor.mlp[0].weight)
 
 
-def test_a_clip_schedule_without_its_length_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"algorithm\.clip_param_final=0\.2: .*expected schedule_iterations >= 1"):
-        build(clip_param_final=0.2)
+def test_an_entropy_schedule_is_plain_ppo_with_its_bonus_set_before_each_update() -> None:
+    # The reference: rsl-rl's PPO whose entropy_coef is set by hand to 0.075, 0.05, 0.025, 0.0, then kept (5 updates of
+    # a schedule from 0.1 to 0 over 4 iterations: 0.1 - 0.1 * (i + 1) / 4). The bonus pulls the action std up, so its
+    # values decide the std's updates (checked against the constant bonus).
+    kwargs = {"entropy_coef": 0.1, "learning_rate": 0.05, "schedule": "fixed"}
+    plain, scheduled = build(PPO, **kwargs), build(entropy_coef_final=0.0, schedule_iterations=4, **kwargs)
+    constant = build(**kwargs)
+    plain_losses, scheduled_losses = [], []
+    for it, bonus in enumerate([0.075, 0.05, 0.025, 0.0, 0.0]):
+        rollout(plain, it)
+        plain.entropy_coef = bonus
+        plain_losses.append(plain.update())
+        rollout(scheduled, it)
+        scheduled_losses.append(scheduled.update())
+        assert scheduled.entropy_coef == pytest.approx(bonus, abs=1e-15)
+    assert scheduled_losses == plain_losses
+    assert_bitwise(snapshot(scheduled), snapshot(plain))
+    train(constant, iterations=5)
+    assert constant.entropy_coef == 0.1
+    assert not torch.equal(constant._raw_actor.distribution.std_param, scheduled._raw_actor.distribution.std_param)
+
+
+@pytest.mark.parametrize("key", ["clip_param_final", "entropy_coef_final"])
+def test_a_schedule_without_its_length_is_a_config_error(key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"algorithm\.{key}=0\.2: .*expected schedule_iterations >= 1"):
+        build(**{key: 0.2})

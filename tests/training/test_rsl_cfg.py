@@ -44,9 +44,9 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
         # The runner's keys are the top level of rsl-rl's dict; the others keep their node.
         assert _at(train, rest if section == "runner" else key) == _at(config, key), key
         checked += 1
-    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 14 algorithm, 10 actor (6 of them in
+    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 15 algorithm, 10 actor (6 of them in
     # distribution_cfg, 3 of those the choice of distribution and gSDE's), 4 critic.
-    assert checked == 10 + 14 + (10 - 3) + 4
+    assert checked == 10 + 15 + (10 - 3) + 4
     assert set(train["actor"]["distribution_cfg"]) == {"class_name", "init_std", "std_type", "std_range"}
 
 
@@ -62,12 +62,14 @@ def test_gsde_gets_its_own_class_and_keys() -> None:
     }
 
 
-def test_the_clip_schedule_spans_the_runs_iterations() -> None:
-    # SafePPO's clip schedule needs the run's length: runner.max_iterations goes with every algorithm dict.
-    cfg = _cfg("runner.max_iterations=7", "algorithm.clip_param_final=0.1")
+def test_the_schedules_span_the_runs_iterations() -> None:
+    # SafePPO's schedules need the run's length: runner.max_iterations goes with every algorithm dict.
+    cfg = _cfg("runner.max_iterations=7", "algorithm.clip_param_final=0.1", "algorithm.entropy_coef_final=0.002")
     algorithm = build_rsl_rl_cfg(cfg, "unused")["algorithm"]
     assert algorithm["clip_param_final"] == 0.1 and algorithm["schedule_iterations"] == 7
-    assert build_rsl_rl_cfg(_cfg(), "unused")["algorithm"]["clip_param_final"] is None
+    assert algorithm["entropy_coef_final"] == 0.002
+    default = build_rsl_rl_cfg(_cfg(), "unused")["algorithm"]
+    assert default["clip_param_final"] is None and default["entropy_coef_final"] is None
 
 
 def test_presets_set_what_their_yaml_says() -> None:

@@ -1,5 +1,5 @@
-"""The clip schedule (``algorithm.clip_param_final``) in a real SafeRunner and through a real resume of
-``tools/train.py``'s ``main``: each iteration's clip in TensorBoard."""
+"""The clip and entropy schedules (``algorithm.clip_param_final``, ``algorithm.entropy_coef_final``) in a real
+SafeRunner and through a real resume of ``tools/train.py``'s ``main``: each iteration's value in TensorBoard."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ def runner(log_dir: Path, **algorithm: float) -> SafeRunner:
     )
 
 
-def logged_clips(run_dir: Path) -> dict[int, float]:
-    """``Train/clip_param`` of a run by iteration (rounded to 1e-6); empty when it was not logged."""
+def logged(run_dir: Path, tag: str = "Train/clip_param") -> dict[int, float]:
+    """A ``Train/*`` scalar of a run by iteration (rounded to 1e-6); empty when it was not logged."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run_dir))
     events.Reload()
-    if "Train/clip_param" not in events.Tags()["scalars"]:
+    if tag not in events.Tags()["scalars"]:
         return {}
-    return {e.step: round(e.value, 6) for e in events.Scalars("Train/clip_param")}
+    return {e.step: round(e.value, 6) for e in events.Scalars(tag)}
 
 
 def test_tensorboard_shows_the_clip_of_each_iteration_and_a_resume_carries_on(tmp_path: Path) -> None:
@@ -37,10 +37,20 @@ def test_tensorboard_shows_the_clip_of_each_iteration_and_a_resume_carries_on(tm
     scheduled = runner(tmp_path / "scheduled", clip_param=0.3, clip_param_final=0.1, schedule_iterations=4)
     scheduled.learn(3)
     scheduled.learn(3)
-    assert logged_clips(tmp_path / "scheduled") == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}
+    assert logged(tmp_path / "scheduled") == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}
+    assert logged(tmp_path / "scheduled", "Train/entropy_coef") == {}  # only a scheduled value is logged
     constant = runner(tmp_path / "constant", clip_param=0.3)
     constant.learn(2)
-    assert logged_clips(tmp_path / "constant") == {} and constant.alg.clip_param == 0.3
+    assert logged(tmp_path / "constant") == {} and constant.alg.clip_param == 0.3
+
+
+def test_tensorboard_shows_the_entropy_bonus_of_each_iteration(tmp_path: Path) -> None:
+    # A bonus from 0.01 to 0 over 4 iterations (worked: 0.01 - 0.01 * (i + 1) / 4), the clip left constant; the fifth
+    # iteration is past the span and keeps 0.
+    scheduled = runner(tmp_path / "entropy", entropy_coef=0.01, entropy_coef_final=0.0, schedule_iterations=4)
+    scheduled.learn(5)
+    assert logged(tmp_path / "entropy", "Train/entropy_coef") == {0: 0.0075, 1: 0.005, 2: 0.0025, 3: 0.0, 4: 0.0}
+    assert logged(tmp_path / "entropy") == {} and scheduled.alg.clip_param == 0.2
 
 
 def test_a_scheduled_clip_resumes_on_its_own_schedule(tmp_path: Path) -> None:
@@ -51,6 +61,6 @@ def test_a_scheduled_clip_resumes_on_its_own_schedule(tmp_path: Path) -> None:
     schedule += ["algorithm.clip_param=0.3", "algorithm.clip_param_final=0.1"]
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
     assert main([*schedule, "runner.save_interval=1", f"run_dir={whole}"]) == 0
-    assert logged_clips(whole) == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1}
+    assert logged(whole) == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1}
     assert main([*schedule, f"resume={whole / 'model_1.pt'}", f"run_dir={resumed}"]) == 0
-    assert logged_clips(resumed) == {2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}
+    assert logged(resumed) == {2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}
