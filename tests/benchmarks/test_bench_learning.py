@@ -66,8 +66,15 @@ def test_the_learning_section_reports_each_task_and_the_workers_run_repeats_seed
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = tmp_path / "BENCH.md"
+    doc.write_text("# Benchmarks\n\n<!-- bench:learning:hopper -->\nkept\n<!-- /bench:learning:hopper -->\n\nprose\n")
     assert bench_main(["--quick", "--only", "learning", "--write", str(doc)]) == 0
     text = doc.read_text(encoding="utf-8")
+    # A block per task, after the blocks of the family already there: the task not run keeps its block.
+    starts = [text.index(f"<!-- bench:learning:{task} -->") for task in ("hopper", "ant", "half_cheetah")]
+    assert starts == sorted(starts) and "kept\n<!-- /bench:learning:hopper -->" in text
+    assert text.index("<!-- /bench:learning:half_cheetah -->") < text.index("prose")
+    ant = text[starts[1] : starts[2]]
+    assert WORKERS_ROW[0] in ant and "task=ant" in ant and "task=half_cheetah" not in ant
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]

@@ -442,11 +442,15 @@ LEARNING_TASKS = ("ant", "half_cheetah", "hopper", "walker2d")
 
 def section_learning(
     quick: bool, tasks: tuple[str, ...] | None = None, seeds: tuple[int, ...] | None = None, reuse: bool = False
-) -> str:
+) -> dict[str, str]:
     """Each task of ``tasks`` (:data:`LEARNING_TASKS`) with its tuned values: ``seeds`` (by default 1, 2, 3; quick: 1,
     2) of 1M env steps, two trainings at a time (one core each), learning curves against env steps and wall time, the
     final policies by the evaluation protocol; then, with the Ant, its first seed once more with the env workers, alone
-    on the machine: its wall time, and the same return."""
+    on the machine: its wall time, and the same return.
+
+    One block per task (``learning:<task>``), as the presets section writes them: a run of some tasks (a recipe changed
+    for one task) replaces their blocks and leaves the other tasks' as they were measured.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     from benchmarks.learning import LEARNING_OVERRIDES, ZOO_PPO, bench_learning, plot_learning, task_iterations
@@ -480,14 +484,14 @@ def section_learning(
         )
 
     header = ["task", "seed", "env steps", "wall s", "return, mean +- std [min, max] of episodes", "length", "status"]
-    rows, lines, figures = [], [], []
+    blocks: dict[str, str] = {}
     for task, r in results.items():
         figure = (out if quick else repo / "docs") / f"learning_{task}.png"  # a quick run's figures stay with its runs
         plot_learning(r, figure, f"task={task} (tuned values), 16 envs, {len(seeds)} seeds", ZOO_PPO[task])
-        figures.append(f"![{task} learning curves]({figure.relative_to(repo)})")
         runs = [(task, run) for run in r["runs"]]
         if task == "ant":
             runs += [("ant, 2 env workers, alone", run) for run in workers["runs"]]
+        rows = []
         for name, run in runs:
             ret, length = run.final.get("return"), run.final.get("length")
             rows.append(
@@ -501,21 +505,19 @@ def section_learning(
                     run.status,
                 ]
             )
-        f = r["final_return"]
-        lines.append(f"- {task}: {_spread(f)} over seeds; rl-zoo's PPO at 2M steps: {ZOO_PPO[task]:,.0f}")
-    note = (
-        "Over seeds (mean +- std of the seeds' mean returns [min, max]):\n"
-        + "\n".join(lines)
-        + f"\n\nEvery run: `python tools/train.py task=T {' '.join(LEARNING_OVERRIDES)} OVERRIDES seed=S`, two at a "
-        "time, one core each, where OVERRIDES is the task's budget ("
-        + "; ".join(f"{task}: `{' '.join(budget[task])}`" for task in tasks)
-        + ")"
-        + ("; the workers row: the Ant's with `task.num_workers=2`, alone" if "ant" in budget else "")
-        + ". Final checkpoint by "
-        f"`python tools/evaluate.py RUN` ({episodes} full episodes, deterministic, test seeds). Curves: training "
-        "episodes' returns (stochastic policy) against env steps and wall time."
-    )
-    return _table(header, rows) + "\n\n" + note + "\n\n" + "\n".join(figures)
+        note = (
+            "Over seeds (mean +- std of the seeds' mean returns [min, max]):\n"
+            f"- {task}: {_spread(r['final_return'])} over seeds; rl-zoo's PPO at 2M steps: {ZOO_PPO[task]:,.0f}\n\n"
+            f"Every run: `python tools/train.py task={task} {' '.join(LEARNING_OVERRIDES)} {' '.join(budget[task])} "
+            "seed=S`, two at a time, one core each"
+            + ("; the workers row: the same with `task.num_workers=2`, alone" if task == "ant" else "")
+            + f". Final checkpoint by `python tools/evaluate.py RUN` ({episodes} full episodes, deterministic, test "
+            "seeds). Curves: training episodes' returns (stochastic policy) against env steps and wall time."
+        )
+        blocks[f"learning:{task}"] = "\n\n".join(
+            [_table(header, rows), note, f"![{task} learning curves]({figure.relative_to(repo)})"]
+        )
+    return blocks
 
 
 #: Issue 14's A1 target: the commanded planar velocity tracked to this mean error (m/s) over the command range.
@@ -620,7 +622,8 @@ SECTIONS: dict[str, Callable[..., str | dict[str, str]]] = {
 #: Sections run when --only is not given (presets and learning take hours: ask for them by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
 #: Sections that train on a choice of tasks (``--tasks``; by default all of :data:`LEARNING_TASKS`) and seeds
-#: (``--seeds``; by default 1, 2, 3). A section may return its blocks by name (``presets:<task>``) instead of one body.
+#: (``--seeds``; by default 1, 2, 3). A section may return its blocks by name (``presets:<task>``, ``learning:<task>``)
+#: instead of one body.
 TASK_SECTIONS = ("presets", "learning")
 
 
