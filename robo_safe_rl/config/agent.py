@@ -165,6 +165,10 @@ class DistributionConfig:
     std_type: StdType = StdType.scalar
     std_range: list[float] = field(default_factory=lambda: [1.0e-6, 1.0e6])
     """``[min, max]`` of the action std; rsl-rl clamps the std into it (and raises the minimum to 1e-6)."""
+    std_floor: float | None = None
+    """Addition (not rsl-rl's): a floor under ``std_range``'s minimum that never lowers it: rsl-rl gets
+    ``[max(std_range[0], std_floor), std_range[1]]``. A preset sets it (``ppo_conservative``: 0.05), so that it keeps
+    a task's own higher floor (the Ant's) instead of replacing it; None adds none."""
     noise_features: int = 64
     """Addition, with ``noise=gsde`` only: features of the noise function (extra outputs of the actor's last layer),
     at most 4096 (a hidden layer here has 128-256 units; more features than that only cost memory)."""
@@ -185,6 +189,8 @@ class DistributionConfig:
         low, high = self.std_range
         float_in("actor.distribution_cfg.std_range[0]", low, 0.0, 1.0e6, low_open=True)
         float_in("actor.distribution_cfg.std_range[1]", high, low, 1.0e6, low_open=True)
+        if self.std_floor is not None:
+            float_in("actor.distribution_cfg.std_floor", self.std_floor, 0.0, high, low_open=True)
 
 
 @dataclass
