@@ -15,8 +15,9 @@ from robo_safe_rl.config.compose import compose
 from robo_safe_rl.config.keys import leaf_keys
 from robo_safe_rl.training.rsl_cfg import build_rsl_rl_cfg
 
-#: The prefix of the actor's distribution keys that are this project's: noise, noise_features, noise_interval.
-OWN_DISTRIBUTION_KEYS = ("actor.distribution_cfg.noise",)
+#: The prefixes of the actor's distribution keys that are this project's: noise, noise_features, noise_interval, and
+#: std_floor (folded into std_range's minimum).
+OWN_DISTRIBUTION_KEYS = ("actor.distribution_cfg.noise", "actor.distribution_cfg.std_floor")
 
 
 def _cfg(*overrides: str) -> Any:
@@ -42,11 +43,14 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
         if key.startswith(OWN_DISTRIBUTION_KEYS):
             continue  # the distribution's choice and gSDE's keys: not for rsl-rl's Gaussian (below)
         # The runner's keys are the top level of rsl-rl's dict; the others keep their node.
-        assert _at(train, rest if section == "runner" else key) == _at(config, key), key
+        expected = _at(config, key)
+        if key == "actor.distribution_cfg.std_range" and _at(config, "actor.distribution_cfg.std_floor") is not None:
+            expected = [max(expected[0], _at(config, "actor.distribution_cfg.std_floor")), expected[1]]
+        assert _at(train, rest if section == "runner" else key) == expected, key
         checked += 1
-    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 15 algorithm, 10 actor (6 of them in
-    # distribution_cfg, 3 of those the choice of distribution and gSDE's), 4 critic.
-    assert checked == 10 + 15 + (10 - 3) + 4
+    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 15 algorithm, 11 actor (7 of them in
+    # distribution_cfg, 4 of those the choice of distribution, gSDE's and the floor), 4 critic.
+    assert checked == 10 + 15 + (11 - 4) + 4
     assert set(train["actor"]["distribution_cfg"]) == {"class_name", "init_std", "std_type", "std_range"}
 
 
@@ -56,7 +60,7 @@ def test_gsde_gets_its_own_class_and_keys() -> None:
         "class_name": "robo_safe_rl.training.gsde:StateDependentNoiseDistribution",
         "init_std": 0.5,
         "std_type": "scalar",
-        "std_range": [1.0e-6, 1.0e6],
+        "std_range": [0.4, 1.0e6],  # the Ant's floor (configs/agent/ant.yaml)
         "noise_features": 64,
         "noise_interval": 8,
     }
@@ -73,8 +77,9 @@ def test_the_schedules_span_the_runs_iterations() -> None:
 
 
 def test_presets_set_what_their_yaml_says() -> None:
-    # Worked from configs/agent/bullet_locomotion.yaml (the task's tuned values over the schema's defaults) and
-    # configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative three things, ppo_safe two more.
+    # Worked from configs/agent/bullet_locomotion.yaml and ant.yaml (the task's tuned values over the schema's
+    # defaults) and configs/algo/*.yaml (changes over them): ppo changes nothing, ppo_conservative three things (its
+    # std floor of 0.05 under the Ant's own 0.4, which stays), ppo_safe two more.
     plain = build_rsl_rl_cfg(_cfg(), "unused")
     assert plain["num_steps_per_env"] == 64 and plain["algorithm"]["entropy_coef"] == 0.005  # the recipe's
     assert plain["algorithm"]["learning_rate"] == 1.0e-3 and plain["algorithm"]["desired_kl"] == 0.02  # the recipe's
@@ -87,7 +92,7 @@ def test_presets_set_what_their_yaml_says() -> None:
         "class_name": "rsl_rl.modules.distribution:GaussianDistribution",
         "init_std": 0.5,
         "std_type": "scalar",
-        "std_range": [1.0e-6, 1.0e6],
+        "std_range": [0.4, 1.0e6],
     }
     conservative = build_rsl_rl_cfg(_cfg("algo=ppo_conservative"), "unused")
     assert conservative["algorithm"]["learning_rate"] == 1.0e-3 and conservative["algorithm"]["desired_kl"] == 0.02
@@ -95,14 +100,27 @@ def test_presets_set_what_their_yaml_says() -> None:
     for model in ("actor", "critic"):
         assert conservative[model]["obs_normalization"] is True and conservative[model]["obs_clip"] == 10.0
         assert conservative[model]["hidden_dims"] == [256, 256]  # the task's, unchanged by the preset
-    assert conservative["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]
+    assert conservative["actor"]["distribution_cfg"]["std_range"] == [0.4, 1.0e6]  # the Ant's floor, not 0.05
     assert conservative["num_steps_per_env"] == 64 and conservative["algorithm"]["entropy_coef"] == 0.005
     assert conservative["normalize_rewards"] is True
     safe = build_rsl_rl_cfg(_cfg("algo=ppo_safe"), "unused")
     assert safe["algorithm"]["learning_rate"] == 3.0e-5 and safe["algorithm"]["desired_kl"] == 0.02
     assert safe["algorithm"]["max_grad_norm"] == 1.0
-    assert safe["actor"]["distribution_cfg"]["std_range"] == [0.05, 1.0e6]  # ppo_conservative's, inherited
+    assert safe["actor"]["distribution_cfg"]["std_range"] == [0.4, 1.0e6]  # as ppo_conservative's
     assert safe["reward_clip"] == 10.0 and safe["actor"]["obs_clip"] == 10.0 and safe["num_steps_per_env"] == 64
+
+
+def test_a_presets_std_floor_raises_a_tasks_floor_and_never_lowers_it() -> None:
+    # ppo_conservative's std_floor is 0.05. The HalfCheetah has no floor of its own (rsl-rl's 1e-6): the preset's
+    # becomes std_range's minimum. The Ant's own floor of 0.4 is above it and stays. A range set under it (0.02) is
+    # raised to it, and its maximum kept.
+    def std_range(*overrides: str) -> list[float]:
+        return build_rsl_rl_cfg(_cfg(*overrides), "unused")["actor"]["distribution_cfg"]["std_range"]
+
+    assert std_range("task=half_cheetah") == [1.0e-6, 1.0e6]
+    assert std_range("task=half_cheetah", "algo=ppo_conservative") == [0.05, 1.0e6]
+    assert std_range("task=ant", "algo=ppo_conservative") == [0.4, 1.0e6]
+    assert std_range("algo=ppo_conservative", "actor.distribution_cfg.std_range=[0.02,5.0]") == [0.05, 5.0]
 
 
 def test_the_logger_is_rsl_rls_choice() -> None:
