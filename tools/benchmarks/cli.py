@@ -468,11 +468,13 @@ def section_learning(
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
     episodes = 2 if quick else 16
 
+    # Two lanes: each a task's seeds one after another, or a lone task's seeds two at a time: both cores busy.
+    jobs = 2 if len(tasks) == 1 else 1
+
     def one_task(task: str) -> dict:
         overrides = [f"task={task}", *budget[task]]
-        return bench_learning(repo, out / task, overrides, seeds=seeds, eval_episodes=episodes, reuse=reuse)
+        return bench_learning(repo, out / task, overrides, seeds=seeds, eval_episodes=episodes, jobs=jobs, reuse=reuse)
 
-    # Two lanes, each a task's seeds one after another: both cores busy until the end.
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = dict(zip(tasks, pool.map(one_task, tasks), strict=True))
     # The workers' wall-clock figure: the Ant's first seed again with the envs in two worker processes and nothing else
