@@ -391,48 +391,38 @@ def test_the_clip_schedule_is_stable_baselines3s_linear_schedule_after_each_roll
     assert linear_schedule(0.4, 0.2, 500, 122) == 0.2  # past the schedule (a resumed run): the final value
 
 
-def test_a_linear_schedule_is_plain_ppo_with_its_clip_set_before_each_update() -> None:
-    # The reference: rsl-rl's PPO whose clip_param is set by hand to 0.35, 0.3, 0.25, 0.2, then kept (5 updates of a
-    # schedule from 0.4 to 0.2 over 4 iterations). A large rate makes the ratios leave the clip range, so the clip
-    # values decide the updates (checked against the constant clip).
-    kwargs = {"clip_param": 0.4, "learning_rate": 0.05, "schedule": "fixed"}
-    plain, scheduled = build(PPO, **kwargs), build(clip_param_final=0.2, schedule_iterations=4, **kwargs)
+@pytest.mark.parametrize(
+    ("name", "start", "final", "values"),
+    [
+        # 5 updates of a schedule from 0.4 to 0.2 over 4 iterations (0.4 - 0.2 * (i + 1) / 4, then kept). A large rate
+        # makes the ratios leave the clip range, so the clip values decide the updates.
+        ("clip_param", 0.4, 0.2, [0.35, 0.3, 0.25, 0.2, 0.2]),
+        # From 0.1 to 0 likewise (0.1 - 0.1 * (i + 1) / 4). The bonus pulls the action std up, so its values decide the
+        # std's updates.
+        ("entropy_coef", 0.1, 0.0, [0.075, 0.05, 0.025, 0.0, 0.0]),
+    ],
+)
+def test_a_schedule_is_plain_ppo_with_its_value_set_before_each_update(
+    name: str, start: float, final: float, values: list[float]
+) -> None:
+    # The reference: rsl-rl's PPO whose value is set by hand before each update; checked against the constant value.
+    kwargs = {name: start, "learning_rate": 0.05, "schedule": "fixed"}
+    plain, scheduled = build(PPO, **kwargs), build(**{f"{name}_final": final}, schedule_iterations=4, **kwargs)
     constant = build(**kwargs)
     plain_losses, scheduled_losses = [], []
-    for it, clip in enumerate([0.35, 0.3, 0.25, 0.2, 0.2]):
+    for it, value in enumerate(values):
         rollout(plain, it)
-        plain.clip_param = clip
+        setattr(plain, name, value)
         plain_losses.append(plain.update())
         rollout(scheduled, it)
         scheduled_losses.append(scheduled.update())
-        assert scheduled.clip_param == pytest.approx(clip, abs=1e-15)
+        assert getattr(scheduled, name) == pytest.approx(value, abs=1e-15)
     assert scheduled_losses == plain_losses
     assert_bitwise(snapshot(scheduled), snapshot(plain))
     train(constant, iterations=5)
-    assert constant.clip_param == 0.4
-    assert not torch.equal(constant._raw_actor.mlp[0].weight, scheduled._raw_actor.mlp[0].weight)
-
-
-def test_an_entropy_schedule_is_plain_ppo_with_its_bonus_set_before_each_update() -> None:
-    # The reference: rsl-rl's PPO whose entropy_coef is set by hand to 0.075, 0.05, 0.025, 0.0, then kept (5 updates of
-    # a schedule from 0.1 to 0 over 4 iterations: 0.1 - 0.1 * (i + 1) / 4). The bonus pulls the action std up, so its
-    # values decide the std's updates (checked against the constant bonus).
-    kwargs = {"entropy_coef": 0.1, "learning_rate": 0.05, "schedule": "fixed"}
-    plain, scheduled = build(PPO, **kwargs), build(entropy_coef_final=0.0, schedule_iterations=4, **kwargs)
-    constant = build(**kwargs)
-    plain_losses, scheduled_losses = [], []
-    for it, bonus in enumerate([0.075, 0.05, 0.025, 0.0, 0.0]):
-        rollout(plain, it)
-        plain.entropy_coef = bonus
-        plain_losses.append(plain.update())
-        rollout(scheduled, it)
-        scheduled_losses.append(scheduled.update())
-        assert scheduled.entropy_coef == pytest.approx(bonus, abs=1e-15)
-    assert scheduled_losses == plain_losses
-    assert_bitwise(snapshot(scheduled), snapshot(plain))
-    train(constant, iterations=5)
-    assert constant.entropy_coef == 0.1
-    assert not torch.equal(constant._raw_actor.distribution.std_param, scheduled._raw_actor.distribution.std_param)
+    assert getattr(constant, name) == start
+    weights = [torch.cat([p.flatten() for p in alg._raw_actor.parameters()]) for alg in (constant, scheduled)]
+    assert not torch.equal(*weights)
 
 
 @pytest.mark.parametrize("key", ["clip_param_final", "entropy_coef_final"])
