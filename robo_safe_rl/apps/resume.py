@@ -62,6 +62,9 @@ FROZEN = frozenset(
 ABSENT_MEANS: dict[str, Any] = {
     "runner.normalize_rewards": False,
     "actor.distribution_cfg.noise": "gaussian",
+    "actor.distribution_cfg.std_floor": None,  # std_range alone bounded the std
+    "algorithm.clip_param_final": None,  # a constant clip
+    "algorithm.entropy_coef_final": None,  # a constant entropy bonus
 }
 
 

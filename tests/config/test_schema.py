@@ -106,6 +106,12 @@ def test_schema_checks_hold_outside_hydra_too() -> None:
         ConfigError, match=re.escape("algorithm.entropy_coef_final=-0.01: expected a finite number in [0.0, 1000.0]")
     ):
         AlgorithmConfig(entropy_coef_final=-0.01)
+    for floor in (0.0, 2.0):  # a floor must leave the std room under std_range's maximum
+        with pytest.raises(
+            ConfigError,
+            match=re.escape(f"actor.distribution_cfg.std_floor={floor}: expected a finite number in (0.0, 1.0]"),
+        ):
+            DistributionConfig(std_range=[0.1, 1.0], std_floor=floor)
 
 
 def test_resume_refuses_a_corrupt_or_foreign_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,7 +60,9 @@ def test_the_conservative_run_carries_its_bounds(runs: dict[str, Path]) -> None:
 
     conservative, ppo = actor("ppo_conservative"), actor("ppo")
     assert conservative["obs_clip"] == 10.0 and ppo["obs_clip"] is None
-    # The Ant's own std floor (0.4, configs/agent/ant.yaml) is above the preset's 0.05: the preset keeps it.
+    # The preset's std floor is in the run (its config), and the Ant's own floor (0.4, configs/agent/ant.yaml), above
+    # it, is what rsl-rl got.
+    assert RunDir(runs["ppo_conservative"]).read_config()["actor"]["distribution_cfg"]["std_floor"] == 0.05
     assert conservative["distribution_cfg"]["std_range"][0] == ppo["distribution_cfg"]["std_range"][0] == 0.4
 
 
