@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from robo_safe_rl.bridge.worker_pool import rank_cpus, resolve_num_workers
+from robo_safe_rl.config.agent import effective_std_range
 from robo_safe_rl.config.compose import compose, config_source
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
@@ -111,7 +112,7 @@ def preset_of(node: DictConfig) -> str:
         return f"not recognised ({type(err).__name__})"
     if not presets:
         return "none"
-    mine = _leaves(_plain(node))
+    mine = _effective(_leaves(_plain(node)))
     differences = {name: [k for k, v in values.items() if mine.get(k) != v] for name, values in presets.items()}
     best = min(differences, key=lambda name: len(differences[name]))
     changed = differences[best]
@@ -135,10 +136,10 @@ def _presets(task: str | None) -> dict[str, dict[str, Any]]:
     # What a preset is about: the algorithm, the models and the reward clip (a preset that sets only some of them
     # leaves the others at the task's values, which a run may still have changed).
     scope = {key for key in _leaves(_plain(base)) if key.split(".")[0] in PRESET_SCOPE or key in PRESET_SCOPE}
-    keys = sorted(scope | {key for option in options.values() for key in _leaves(_plain(option))})
+    keys = sorted((scope | {key for option in options.values() for key in _leaves(_plain(option))}) - {_STD_FLOOR})
     presets = {}
     for name, option in options.items():
-        values = _leaves(_plain(OmegaConf.merge(base, option)))
+        values = _effective(_leaves(_plain(OmegaConf.merge(base, option))))
         presets[name] = {key: values.get(key) for key in keys}
     return presets
 
@@ -146,6 +147,19 @@ def _presets(task: str | None) -> dict[str, dict[str, Any]]:
 def _plain(node: DictConfig) -> dict[str, Any]:
     data = OmegaConf.to_container(node, resolve=False, enum_to_str=True)
     return data if isinstance(data, dict) else {}
+
+
+#: The action std's bounds as a run has them, and the floor a preset sets under them: a run is compared by the bounds
+#: rsl-rl gets (a run resumed from before ``std_floor`` has its preset's floor in ``std_range`` itself).
+_STD_RANGE, _STD_FLOOR = "actor.distribution_cfg.std_range", "actor.distribution_cfg.std_floor"
+
+
+def _effective(leaves: dict[str, Any]) -> dict[str, Any]:
+    """``leaves`` with ``std_floor`` folded into ``std_range`` (:func:`effective_std_range`) and dropped."""
+    floor = leaves.pop(_STD_FLOOR, None)
+    if isinstance(leaves.get(_STD_RANGE), list) and len(leaves[_STD_RANGE]) == 2:
+        leaves[_STD_RANGE] = effective_std_range(leaves[_STD_RANGE], floor)
+    return leaves
 
 
 def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -153,6 +153,14 @@ class AlgorithmConfig:
             float_in("algorithm.entropy_coef_final", self.entropy_coef_final, 0.0, 1.0e3)
 
 
+def effective_std_range(std_range: list[float], std_floor: float | None) -> list[float]:
+    """The ``[min, max]`` rsl-rl clamps the action std into: ``std_range`` with its minimum raised to ``std_floor``
+    (never lowered). Example: the Ant's ``[0.4, 1e6]`` under ``ppo_conservative``'s floor of 0.05 stays ``[0.4, 1e6]``;
+    the HalfCheetah's ``[1e-6, 1e6]`` becomes ``[0.05, 1e6]``."""
+    low, high = std_range
+    return [low if std_floor is None else max(low, std_floor), high]
+
+
 @dataclass
 class DistributionConfig:
     """rsl-rl's ``GaussianDistribution`` keyword arguments (``cfg["actor"]["distribution_cfg"]``), or those of the

@@ -15,7 +15,7 @@ import os
 from enum import Enum
 from typing import Any
 
-from robo_safe_rl.config.agent import Logger, Noise, RunnerConfig
+from robo_safe_rl.config.agent import Logger, Noise, RunnerConfig, effective_std_range
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
 
@@ -79,9 +79,7 @@ def distribution_cfg(plain: dict[str, Any]) -> dict[str, Any]:
     """rsl-rl's ``distribution_cfg`` of the actor node's plain dict: the class of ``noise`` with its own keyword
     arguments (rsl-rl's Gaussian takes no ``noise_*``), ``std_floor`` folded into ``std_range``'s minimum."""
     kwargs = {k: v for k, v in plain.items() if k not in ("noise", "std_floor")}
-    if plain.get("std_floor") is not None:
-        low, high = plain["std_range"]
-        kwargs["std_range"] = [max(low, plain["std_floor"]), high]
+    kwargs["std_range"] = effective_std_range(plain["std_range"], plain.get("std_floor"))
     if plain["noise"] == Noise.gsde.value:
         return {"class_name": GSDE, **kwargs}
     return {"class_name": GAUSSIAN, **{k: v for k, v in kwargs.items() if not k.startswith("noise_")}}

@@ -119,6 +119,10 @@ def test_main_rejecting_late_leaves_no_run_directory(tmp_path: Path) -> None:
     assert not run_dir.exists()
 
 
+#: ppo_conservative's floor as a run from before ``std_floor`` has it: in ``std_range`` itself.
+OLD_FLOOR = ["actor.distribution_cfg.std_floor=null", "actor.distribution_cfg.std_range=[0.05,1000000.0]"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
@@ -126,6 +130,14 @@ def test_main_rejecting_late_leaves_no_run_directory(tmp_path: Path) -> None:
         (["algo=ppo_conservative"], "ppo_conservative"),
         (["algo=ppo_safe", "algorithm.learning_rate=1e-4"], "ppo_safe, changed: algorithm.learning_rate=0.0001"),
         (["algo=ppo_safe", "runner.reward_clip=5.0"], "ppo_safe, changed: runner.reward_clip=5.0"),
+        # A ppo_conservative run from before std_floor, its floor in std_range (as a resume adopts it), is the preset
+        # where the bounds rsl-rl gets are the same (the HalfCheetah: [0.05, 1e6] either way), and not on the Ant, whose
+        # preset now keeps its floor of 0.4.
+        (["task=half_cheetah", "algo=ppo_conservative", *OLD_FLOOR], "ppo_conservative"),
+        (
+            ["algo=ppo_conservative", *OLD_FLOOR],
+            "ppo_conservative, changed: actor.distribution_cfg.std_range=[0.05, 1000000.0]",
+        ),
     ],
 )
 def test_the_banner_names_the_preset_the_values_are(overrides: list[str], expected: str) -> None:
