@@ -468,7 +468,8 @@ def section_learning(
     out = repo / "logs" / ("bench_learning_quick" if quick else "bench_learning")
     episodes = 2 if quick else 16
 
-    # Two lanes: each a task's seeds one after another, or a lone task's seeds two at a time: both cores busy.
+    # Two lanes: each a task's seeds one after another (both cores busy while two tasks remain), or a lone task's seeds
+    # two at a time.
     jobs = 2 if len(tasks) == 1 else 1
 
     def one_task(task: str) -> dict:
