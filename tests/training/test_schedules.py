@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from tiny_env import TinyEnv, train_cfg
 
+import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0 for main(); the file may run alone)
 from robo_safe_rl.apps.train import main
 from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.runner import SafeRunner
@@ -53,14 +54,17 @@ def test_tensorboard_shows_the_entropy_bonus_of_each_iteration(tmp_path: Path) -
     assert logged(tmp_path / "entropy") == {} and scheduled.alg.clip_param == 0.2
 
 
-def test_a_scheduled_clip_resumes_on_its_own_schedule(tmp_path: Path) -> None:
-    # The same schedule in tools/train.py's main (the Ant, 2 envs x 8 steps), stopped after iteration 1 and resumed
-    # from its checkpoint with the same runner.max_iterations: iterations 2 and 3 get the original run's 0.15 and 0.1,
-    # and the two iterations past the span keep 0.1.
+def test_scheduled_values_resume_on_their_own_schedule(tmp_path: Path) -> None:
+    # The same clip schedule in tools/train.py's main (the Ant, 2 envs x 8 steps), with an entropy bonus from 0.01 to 0
+    # beside it, stopped after iteration 1 and resumed from its checkpoint with the same runner.max_iterations:
+    # iterations 2 and 3 get the original run's 0.15 and 0.1 (bonus 0.0025 and 0), and the two iterations past the
+    # span keep the final values.
     schedule = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=4"]
     schedule += ["algorithm.clip_param=0.3", "algorithm.clip_param_final=0.1"]
+    schedule += ["algorithm.entropy_coef=0.01", "algorithm.entropy_coef_final=0.0"]
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
     assert main([*schedule, "runner.save_interval=1", f"run_dir={whole}"]) == 0
     assert logged(whole) == {0: 0.25, 1: 0.2, 2: 0.15, 3: 0.1}
     assert main([*schedule, f"resume={whole / 'model_1.pt'}", f"run_dir={resumed}"]) == 0
     assert logged(resumed) == {2: 0.15, 3: 0.1, 4: 0.1, 5: 0.1}
+    assert logged(resumed, "Train/entropy_coef") == {2: 0.0025, 3: 0.0, 4: 0.0, 5: 0.0}
