@@ -131,9 +131,9 @@ OLD_FLOOR = ["actor.distribution_cfg.std_floor=null", "actor.distribution_cfg.st
         (["algo=ppo_safe", "algorithm.learning_rate=1e-4"], "ppo_safe, changed: algorithm.learning_rate=0.0001"),
         (["algo=ppo_safe", "runner.reward_clip=5.0"], "ppo_safe, changed: runner.reward_clip=5.0"),
         # A ppo_conservative run from before std_floor, its floor in std_range (as a resume adopts it), is the preset
-        # where the bounds rsl-rl gets are the same (the HalfCheetah: [0.05, 1e6] either way), and not on the Ant, whose
+        # where the bounds rsl-rl gets are the same (the Hopper: [0.05, 1e6] either way), and not on the Ant, whose
         # preset now keeps its floor of 0.4.
-        (["task=half_cheetah", "algo=ppo_conservative", *OLD_FLOOR], "ppo_conservative"),
+        (["task=hopper", "algo=ppo_conservative", *OLD_FLOOR], "ppo_conservative"),
         (
             ["algo=ppo_conservative", *OLD_FLOOR],
             "ppo_conservative, changed: actor.distribution_cfg.std_range=[0.05, 1000000.0]",

@@ -111,15 +111,16 @@ def test_presets_set_what_their_yaml_says() -> None:
 
 
 def test_a_presets_std_floor_raises_a_tasks_floor_and_never_lowers_it() -> None:
-    # ppo_conservative's std_floor is 0.05. The HalfCheetah has no floor of its own (rsl-rl's 1e-6): the preset's
-    # becomes std_range's minimum. The Ant's own floor of 0.4 is above it and stays. A range set under it (0.02) is
+    # ppo_conservative's std_floor is 0.05. The Hopper has no floor of its own (rsl-rl's 1e-6): the preset's becomes
+    # std_range's minimum. The Ant's and the HalfCheetah's own floor of 0.4 is above it and stays. A range set under it (0.02) is
     # raised to it, and its maximum kept.
     def std_range(*overrides: str) -> list[float]:
         return build_rsl_rl_cfg(_cfg(*overrides), "unused")["actor"]["distribution_cfg"]["std_range"]
 
-    assert std_range("task=half_cheetah") == [1.0e-6, 1.0e6]
-    assert std_range("task=half_cheetah", "algo=ppo_conservative") == [0.05, 1.0e6]
+    assert std_range("task=hopper") == [1.0e-6, 1.0e6]
+    assert std_range("task=hopper", "algo=ppo_conservative") == [0.05, 1.0e6]
     assert std_range("task=ant", "algo=ppo_conservative") == [0.4, 1.0e6]
+    assert std_range("task=half_cheetah", "algo=ppo_conservative") == [0.4, 1.0e6]
     assert std_range("algo=ppo_conservative", "actor.distribution_cfg.std_range=[0.02,5.0]") == [0.05, 5.0]
 
 
