@@ -112,8 +112,8 @@ def test_presets_set_what_their_yaml_says() -> None:
 
 def test_a_presets_std_floor_raises_a_tasks_floor_and_never_lowers_it() -> None:
     # ppo_conservative's std_floor is 0.05. The Hopper has no floor of its own (rsl-rl's 1e-6): the preset's becomes
-    # std_range's minimum. The Ant's and the HalfCheetah's own floor of 0.4 is above it and stays. A range set under it (0.02) is
-    # raised to it, and its maximum kept.
+    # std_range's minimum. The Ant's and the HalfCheetah's own floor of 0.4 is above it and stays. A range set under
+    # it (0.02) is raised to it, and its maximum kept.
     def std_range(*overrides: str) -> list[float]:
         return build_rsl_rl_cfg(_cfg(*overrides), "unused")["actor"]["distribution_cfg"]["std_range"]
 
