@@ -62,7 +62,7 @@ def test_summary_describes_the_run(tiny_run: Path) -> None:
     assert summary["status"] == "completed" and summary["error"] is None
     assert summary["iterations"] == 3
     assert summary["env_steps"] == 3 * 4 * 16
-    assert summary["device"] == "cpu"
+    assert summary["device"] == ("cuda:0" if torch.cuda.is_available() else "cpu")  # device=auto
     assert summary["final_checkpoint"] == str(tiny_run / "model_2.pt")
     assert summary["last_clean_checkpoint"] == str(tiny_run / "model_2.pt")
     assert summary["faults_injected"] == {}

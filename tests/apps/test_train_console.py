@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from robo_safe_rl.apps.banner import banner, preset_of
@@ -36,7 +37,7 @@ def test_main_prints_a_banner_and_a_final_line_and_keeps_them_in_train_log(
     assert banner_rows(out) == {
         "Run directory": str(run_dir),
         "Task": "ant (RoboSafe/Ant-v0), 2 envs, stepped in this process",  # 2 envs: too few for workers
-        "Device": "cpu",
+        "Device": "cuda:0" if torch.cuda.is_available() else "cpu",  # device=auto
         "Preset": "ppo",
         "Gradient guard": "zero",
         "Seed": "5",

@@ -168,7 +168,8 @@ def test_resume_after_sigkill_loses_at_most_save_interval(tmp_path: Path) -> Non
     logged = [int(m) for m in re.findall(r"Learning iteration (\d+)/", log_path.read_text())]
     assert newest >= 6 and logged
     assert logged[-1] - newest <= 2  # at most save_interval (2) iterations since the newest checkpoint are lost
-    checkpoint = torch.load(run_dir / f"model_{newest}.pt", weights_only=True)
+    # The killed run trained on device=auto's choice (CUDA where there is a GPU), the resumed runner is on the CPU.
+    checkpoint = torch.load(run_dir / f"model_{newest}.pt", map_location="cpu", weights_only=True)
 
     resumed = tmp_path / "resumed"
     runner = make_runner(resumed, f"resume={run_dir}")

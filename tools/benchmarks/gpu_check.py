@@ -3,11 +3,17 @@
 1. The device: torch's build, its CUDA version, the GPUs.
 2. A short CUDA training of the Ant with the gradient guard on (``tools/train.py`` in a subprocess), then its
    ``summary.json`` (completed, every iteration, on CUDA, no fault) and every checkpoint (finite, loadable with
-   ``weights_only=True``), read through :class:`~robo_safe_rl.rundir.RunDir` and the checkpoint inspector.
+   ``weights_only=True``), read through :class:`~robo_safe_rl.rundir.RunDir` and the checkpoint inspector; then the
+   same with the envs in worker processes (``task.num_workers``), whose steps reach the GPU through the adapter's
+   pinned staging buffer, a path no CPU run takes.
 3. With two GPUs or more: the same under ``torchrun`` with 2 processes (NCCL), checked the same way.
 4. The guard's cost on CUDA: time per PPO update, guard on vs off (``torch.cuda.synchronize`` around each block).
-5. Host-device synchronisations per mini-batch (``torch.cuda.set_sync_debug_mode("warn")``) for a small and a large
-   network: the count must not depend on the parameter count.
+5. Host-device synchronisations of an update (``torch.cuda.set_sync_debug_mode("warn")``) for a small and a large
+   network, each counted at the source line that caused it and split into per mini-batch and per update. The check:
+   the gradient guard's own (its module's lines) are one per mini-batch and one per update, whatever the network.
+   The rest are shown: torch's argument validation of the action distribution, and with rsl-rl's adaptive
+   learning-rate schedule its KL comparisons (``if kl_mean > ...``: one to three per mini-batch, as many as the branch
+   taken reads).
 
 Exit codes: 0 every check passed; 1 a check failed (each failure is printed); 3 no CUDA device here (nothing checked).
 """
@@ -21,6 +27,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,10 +38,13 @@ from benchmarks.guard import build_ppo, fill_rollout
 from robo_safe_rl.checkpoint.report import Status, inspect_file
 from robo_safe_rl.errors import RoboSafeRLError
 from robo_safe_rl.rundir import RunDir
+from robo_safe_rl.safety import grad_guard
 from robo_safe_rl.training.ppo import SafePPO
 
 EXIT_NO_CUDA = 3
-SMALL_NET, LARGE_NET = (64, 64), (1024, 1024, 512)
+NETS = ((64, 64), (1024, 1024, 512))  # the guard's syncs must not depend on the parameter count
+SCHEDULES = ("fixed", "adaptive")
+GUARD_FILE = Path(grad_guard.__file__).resolve()
 OBS_DIM, NUM_ACTIONS = 28, 8  # pybullet Ant's observation and action sizes
 
 
@@ -48,6 +58,7 @@ def main(argv: list[str] | None = None, *, train_script: Path) -> int:
     parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=10, help="training iterations of each run (default 10)")
     parser.add_argument("--num-envs", type=int, default=32, help="Ant envs of each run (default 32)")
+    parser.add_argument("--workers", type=int, default=2, help="env worker processes of the second run (default 2)")
     parser.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -78,6 +89,13 @@ def main(argv: list[str] | None = None, *, train_script: Path) -> int:
             "training on cuda",
             [sys.executable, str(train_script), *train, "device=cuda"],
             out / "single",
+            args.iterations,
+            world=1,
+        )
+        failures += _check_training(
+            f"training on cuda, {args.workers} env workers",
+            [sys.executable, str(train_script), *train, "device=cuda", f"task.num_workers={args.workers}"],
+            out / "workers",
             args.iterations,
             world=1,
         )
@@ -162,19 +180,21 @@ def _measure() -> list[str]:
             f"off {cost['off_s_per_update'] * 1e3:.1f} ms, on {cost['on_s_per_update'] * 1e3:.1f} ms per update, "
             f"ratio {cost['ratio']:.3f}"
         )
-        counts = [syncs_per_mini_batch("cuda:0", net) for net in (SMALL_NET, LARGE_NET)]
+        counts = [syncs_per_mini_batch("cuda:0", net, schedule=schedule) for schedule in SCHEDULES for net in NETS]
     except (RuntimeError, RoboSafeRLError) as err:
         return [f"measuring on cuda:0: {type(err).__name__}: {err}"]
     for c in counts:
+        sites = ", ".join(f"{site} {mb:g} + {upd:g}" for site, (mb, upd) in c["sites"].items())
         print(
-            f"host-device syncs, {c['hidden_dims']} ({c['parameters']:,} parameters): "
-            f"{c['per_mini_batch']:g} per mini-batch + {c['per_update']:g} per update"
+            f"host-device syncs, {c['schedule']} learning rate, {c['hidden_dims']} ({c['parameters']:,} parameters): "
+            f"{c['syncs_2_mini_batches']} with 2 mini-batches, {c['syncs_4_mini_batches']} with 4; "
+            f"per mini-batch + per update at each line: {sites}"
         )
-    if counts[0]["per_mini_batch"] != counts[1]["per_mini_batch"]:
-        failures.append(
-            f"syncs per mini-batch depend on the network: {counts[0]['per_mini_batch']:g} for "
-            f"{counts[0]['parameters']:,} parameters, {counts[1]['per_mini_batch']:g} for {counts[1]['parameters']:,}"
-        )
+        if c["guard"] != (1, 1):
+            failures.append(
+                f"the guard's syncs, {c['schedule']} learning rate, {c['hidden_dims']}: {c['guard'][0]:g} per "
+                f"mini-batch + {c['guard'][1]:g} per update, expected 1 + 1"
+            )
     return failures
 
 
@@ -189,10 +209,17 @@ def _ppo(
     epochs: int = 5,
     mini_batches: int = 4,
     seed: int = 0,
+    schedule: str = "adaptive",
 ) -> SafePPO:
-    """A SafePPO on ``device`` (guard ``mode``: ``skip`` or ``off``) with a filled rollout, ready to ``update()``."""
+    """A SafePPO on ``device`` (guard ``mode``: ``skip`` or ``off``; learning-rate ``schedule``: rsl-rl's ``adaptive``
+    or ``fixed``) with a filled rollout, ready to ``update()``."""
     torch.manual_seed(seed)
-    kwargs = {"num_learning_epochs": epochs, "num_mini_batches": mini_batches, "grad_guard": {"mode": mode}}
+    kwargs = {
+        "num_learning_epochs": epochs,
+        "num_mini_batches": mini_batches,
+        "grad_guard": {"mode": mode},
+        "schedule": schedule,
+    }
     alg = build_ppo(SafePPO, OBS_DIM, NUM_ACTIONS, num_envs, steps, hidden_dims, device=device, **kwargs)
     fill_rollout(alg, OBS_DIM, seed)
     return alg
@@ -236,9 +263,9 @@ def guard_overhead(
     return {"hidden_dims": list(hidden_dims), "off_s_per_update": off, "on_s_per_update": on, "ratio": on / off}
 
 
-def count_syncs(alg: SafePPO, device: str) -> int:
+def count_syncs(alg: SafePPO, device: str) -> Counter[tuple[str, int]]:
     """Host-device synchronisations of one ``alg.update()``, as ``torch.cuda.set_sync_debug_mode("warn")`` reports
-    them (one warning each)."""
+    them (one warning each), counted by the source line that caused each: ``(file, line)``."""
     _synchronize(device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -247,31 +274,57 @@ def count_syncs(alg: SafePPO, device: str) -> int:
             alg.update()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return Counter((w.filename, w.lineno) for w in caught if "synchroniz" in str(w.message))
 
 
-def syncs_per_mini_batch(device: str, hidden_dims: Sequence[int], mode: str = "skip") -> dict[str, Any]:
-    """Host-device syncs of an update with 2 and with 4 mini-batches (one epoch), split into a count per mini-batch
-    and a fixed count per update: ``syncs(m) = per_mini_batch * m + per_update``.
+def split_syncs(
+    two: Counter[tuple[str, int]], four: Counter[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[float, float]]:
+    """Each line's syncs in an update of 2 and of 4 mini-batches, split as ``syncs(m) = per_mini_batch * m +
+    per_update``: ``{(file, line): (per_mini_batch, per_update)}``, most per mini-batch first."""
+    split = {}
+    for site in two.keys() | four.keys():
+        per_mini_batch = (four[site] - two[site]) / 2
+        split[site] = (per_mini_batch, two[site] - 2 * per_mini_batch)
+    return dict(sorted(split.items(), key=lambda item: (-item[1][0], -item[1][1], item[0])))
+
+
+def guard_syncs(split: dict[tuple[str, int], tuple[float, float]]) -> tuple[float, float]:
+    """The gradient guard module's share of :func:`split_syncs`: ``(per_mini_batch, per_update)`` over its lines."""
+    guard = [counts for (file, _), counts in split.items() if Path(file).resolve() == GUARD_FILE]
+    return sum(mb for mb, _ in guard), sum(upd for _, upd in guard)
+
+
+def syncs_per_mini_batch(
+    device: str, hidden_dims: Sequence[int], mode: str = "skip", schedule: str = "fixed"
+) -> dict[str, Any]:
+    """Host-device syncs of an update with 2 and with 4 mini-batches (one epoch), split at each source line into a
+    count per mini-batch and one per update (:func:`split_syncs`); ``guard`` sums the guard module's lines.
+
+    With rsl-rl's ``adaptive`` schedule its lines' split is approximate: the KL comparisons take one to three syncs
+    per mini-batch, as many as the branch taken reads.
 
     Args:
         device: A CUDA device (sync debug mode is CUDA's).
-        hidden_dims: Actor and critic hidden layers; the counts must not depend on them.
+        hidden_dims: Actor and critic hidden layers; the guard's counts must not depend on them.
         mode: The guard's mode.
+        schedule: The learning-rate schedule, ``fixed`` or ``adaptive``.
     """
-    algs = {m: _ppo(device, hidden_dims, mode, epochs=1, mini_batches=m) for m in (2, 4)}
+    algs = {m: _ppo(device, hidden_dims, mode, epochs=1, mini_batches=m, schedule=schedule) for m in (2, 4)}
     for alg in algs.values():
         alg.update()  # warm-up: the first Adam step allocates its state
-    counts = {m: count_syncs(alg, device) for m, alg in algs.items()}
-    per_mini_batch = (counts[4] - counts[2]) / 2
+        fill_rollout(alg, OBS_DIM, seed=1)  # update() cleared the storage
+    two, four = (count_syncs(algs[m], device) for m in (2, 4))
+    split = split_syncs(two, four)
     parameters = sum(p.numel() for p in algs[2].actor.parameters()) + sum(
         p.numel() for p in algs[2].critic.parameters()
     )
     return {
         "hidden_dims": list(hidden_dims),
+        "schedule": schedule,
         "parameters": parameters,
-        "syncs_2_mini_batches": counts[2],
-        "syncs_4_mini_batches": counts[4],
-        "per_mini_batch": per_mini_batch,
-        "per_update": counts[2] - 2 * per_mini_batch,
+        "syncs_2_mini_batches": sum(two.values()),
+        "syncs_4_mini_batches": sum(four.values()),
+        "guard": guard_syncs(split),
+        "sites": {f"{'/'.join(Path(file).parts[-2:])}:{line}": counts for (file, line), counts in split.items()},
     }
