@@ -23,6 +23,7 @@ Facts measured with PyBullet 3.2.7:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import importlib.util
 import json
@@ -181,5 +182,9 @@ def quiet() -> Iterator[None]:
         os.dup2(2, 1)
         yield
     finally:
+        # C's stdout is fully buffered on a pipe: text printed meanwhile may still sit in its buffer, and would reach
+        # the real stdout at the next flush. Flushed here, it goes to stderr, where it was written.
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).fflush(None)
         os.dup2(saved, 1)
         os.close(saved)

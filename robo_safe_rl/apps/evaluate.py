@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -48,6 +48,7 @@ from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.progress import progress_bar
 from robo_safe_rl.rundir import CHECKPOINT_FILES, RunDir
 from robo_safe_rl.safety.finite import all_finite
+from robo_safe_rl.terminal import reserved_stdout
 
 EVAL_SEED_BASE = 2**40
 """Episode ``i`` of a ``test`` evaluation is reset with ``EVAL_SEED_BASE + i`` (above every seed training uses: module
@@ -265,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
+    with reserved_stdout(args.json) as out:
+        return _main(args, out)
+
+
+def _main(args: argparse.Namespace, out: TextIO) -> int:
+    """The command, ``--json``'s document written to ``out``."""
     try:
         result = evaluate(Path(args.path), args.episodes, split=args.split, progress=True)
     except (RoboSafeRLError, OSError) as err:
@@ -274,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evaluate: {args.path}: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print(json.dumps(result.to_dict()), file=out)
     else:
         r, n = result.return_stats, result.length_stats
         print(f"{result.checkpoint} on {result.task}: {len(result.returns)} episodes, deterministic policy")

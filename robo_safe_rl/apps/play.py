@@ -22,7 +22,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from robo_safe_rl.checkpoint.policy import load_policy
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
 from robo_safe_rl.progress import progress_bar
 from robo_safe_rl.rundir import CHECKPOINT_FILES, CONFIG_FILE, RunDir
+from robo_safe_rl.terminal import reserved_stdout
 
 
 @dataclass
@@ -139,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export", type=Path, metavar="DIR", help="also write the policy as TorchScript and ONNX here")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
+    with reserved_stdout(args.json) as out:
+        return _main(args, out)
+
+
+def _main(args: argparse.Namespace, out: TextIO) -> int:
+    """The command, ``--json``'s document written to ``out``."""
     try:
         if args.episodes < 1 or args.every < 1 or (args.max_steps is not None and args.max_steps < 1):
             raise ConfigError(
@@ -163,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"play: {args.path}: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({**asdict(result), "mean_return": result.mean_return}))
+        print(json.dumps({**asdict(result), "mean_return": result.mean_return}), file=out)
     else:
         print(f"{result.checkpoint} on {result.task}: {len(result.returns)} episodes")
         print(f"return: mean {result.mean_return:.1f}, min {min(result.returns):.1f}, max {max(result.returns):.1f}")

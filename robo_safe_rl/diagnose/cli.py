@@ -11,6 +11,7 @@ explained (vetting: the policy emitted a bad action); 2 unusable input (one line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -26,7 +27,7 @@ from robo_safe_rl.diagnose.report import DiagnoseReport
 from robo_safe_rl.diagnose.vet import DEFAULT_VET_STEPS, vet_policy
 from robo_safe_rl.errors import CheckpointError, RoboSafeRLError
 from robo_safe_rl.rundir import CONFIG_FILE
-from robo_safe_rl.terminal import PIPE_WIDTH, QuietConsole, printable, write_stdout
+from robo_safe_rl.terminal import PIPE_WIDTH, QuietConsole, printable, reserved_stdout
 
 _EPILOG = """\
 PATH is a run directory (its incidents/ and incidents_rank<r>/), an incidents directory, an incidents.jsonl, one
@@ -100,15 +101,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None and args.steps < 0:
         parser.error(f"--steps must be >= 0, got {args.steps}")
     target = str(args.policy if args.policy is not None else args.path)
-    try:
-        report = _vet(args) if args.policy is not None else _diagnose(args)
-    except (RoboSafeRLError, OSError) as err:
-        message = printable(" ".join(str(err).split()))
-        report = DiagnoseReport(path=target, mode="policy" if args.policy else "incidents", error=message)
-        print(f"diagnose: {message}", file=sys.stderr)
-    if args.json:
-        write_stdout(json.dumps(report.to_json(), indent=2) + "\n")
-    elif report.error is None:
+    with reserved_stdout(args.json) as out:
+        try:
+            report = _vet(args) if args.policy is not None else _diagnose(args)
+        except (RoboSafeRLError, OSError) as err:
+            message = printable(" ".join(str(err).split()))
+            report = DiagnoseReport(path=target, mode="policy" if args.policy else "incidents", error=message)
+            print(f"diagnose: {message}", file=sys.stderr)
+        if args.json:
+            with contextlib.suppress(BrokenPipeError):  # the reader went away (| head): the exit code still tells
+                out.write(json.dumps(report.to_json(), indent=2) + "\n")
+    if not args.json and report.error is None:
         _print_human(report)
     return report.exit_code
 
