@@ -70,8 +70,16 @@ def load_world(client: int, control: ControlConfig) -> tuple[int, int]:
     ground = pybullet.loadURDF(os.path.join(data, "plane.urdf"), physicsClientId=client)
     # Isaac Lab's terrain material: friction 1.0, restitution 0 (combined by multiplication, as Bullet does).
     pybullet.changeDynamics(ground, -1, lateralFriction=1.0, restitution=0.0, physicsClientId=client)
+    # URDF_USE_INERTIA_FROM_FILE: without it PyBullet replaces each link's inertia tensor by that of its collision
+    # shapes at the URDF's mass, and the A1's legs turn far lighter than the robot (and than PhysX's asset, converted
+    # with the URDF's inertias): the calf 0.00057 kg m^2 about its axis instead of 0.0030, the thigh 0.0035 instead of
+    # 0.0055. Isaac Lab's dof_acc_l2 penalty then doubles for the same gait (BENCHMARKS.md, "A1 velocity tracking").
     robot = pybullet.loadURDF(
-        os.path.join(data, URDF_FILE), [0.0, 0.0, SPAWN_HEIGHT], useFixedBase=False, physicsClientId=client
+        os.path.join(data, URDF_FILE),
+        [0.0, 0.0, SPAWN_HEIGHT],
+        useFixedBase=False,
+        flags=pybullet.URDF_USE_INERTIA_FROM_FILE,
+        physicsClientId=client,
     )
     # PyBullet gives every link 0.04 linear and angular damping; Isaac Lab's A1 has none.
     for link in range(-1, pybullet.getNumJoints(robot, physicsClientId=client)):

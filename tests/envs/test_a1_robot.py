@@ -48,3 +48,42 @@ def test_joint_names_and_standing_pose_match_isaac_lab() -> None:
     assert pose["FR_upper_joint"] == 0.8 and pose["RL_upper_joint"] == 1.0
     assert all(pose[f"{leg}_lower_joint"] == -1.5 for leg in ("FR", "FL", "RR", "RL"))
     assert pytest.approx(0.02) == ControlConfig().step_dt
+
+
+def _urdf_principal_inertia(link: str) -> np.ndarray:
+    """The principal moments of ``link``'s inertia tensor as the URDF file writes it, ascending."""
+    import os
+    import xml.etree.ElementTree as ET
+
+    import pybullet_data
+
+    root = ET.parse(os.path.join(pybullet_data.getDataPath(), robot.URDF_FILE)).getroot()
+    i = root.find(f"./link[@name='{link}']/inertial/inertia").attrib
+    tensor = np.array(
+        [
+            [i["ixx"], i["ixy"], i["ixz"]],
+            [i["ixy"], i["iyy"], i["iyz"]],
+            [i["ixz"], i["iyz"], i["izz"]],
+        ],
+        dtype=np.float64,
+    )
+    return np.linalg.eigvalsh(tensor)
+
+
+def test_the_links_turn_with_the_urdfs_inertias() -> None:
+    # Without URDF_USE_INERTIA_FROM_FILE PyBullet gives each link the inertia of its collision shapes: the calf's
+    # moments would be about 0.00057 kg m^2 where the URDF says 0.0030 (about five times lighter in rotation, and
+    # every joint acceleration of a gait larger). PyBullet keeps the tensor's principal moments.
+    import pybullet
+
+    env = quiet_a1()
+    names = {
+        pybullet.getJointInfo(env.robot_id, j, physicsClientId=env.client_id)[12].decode(): j
+        for j in range(pybullet.getNumJoints(env.robot_id, physicsClientId=env.client_id))
+    }
+    for link in ("FR_hip", "FR_upper", "RL_lower"):
+        got = pybullet.getDynamicsInfo(env.robot_id, names[link], physicsClientId=env.client_id)[2]
+        np.testing.assert_allclose(sorted(got), _urdf_principal_inertia(link), rtol=1e-4, atol=1e-9)
+    calf = pybullet.getDynamicsInfo(env.robot_id, names["RL_lower"], physicsClientId=env.client_id)[2]
+    assert 0.0029 < max(calf) < 0.0031
+    env.close()
