@@ -139,6 +139,8 @@ class RewardConfig:
     undesired_contacts: float = -1.0
     flat_orientation_l2: float = -2.5
     dof_pos_limits: float = 0.0
+    # Isaac Lab's mdp.is_terminated (its humanoids' termination_penalty, weight -200); its A1 has none.
+    termination_penalty: float = 0.0
     tracking_std: float = math.sqrt(0.25)
     """Std of the exponential tracking kernels in m/s and rad/s (``std = sqrt(0.25)``)."""
     feet_air_time_threshold: float = 0.5
@@ -171,6 +173,7 @@ TERM_NAMES: tuple[str, ...] = (
     "undesired_contacts",
     "flat_orientation_l2",
     "dof_pos_limits",
+    "termination_penalty",
 )
 
 

@@ -80,6 +80,9 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self._terms = rewards.active_terms(self.cfg.rewards)
         #: Names of the reward terms computed (non-zero weight), in the order of ``info["reward_terms"]``.
         self.reward_terms: tuple[str, ...] = tuple(name for name, _ in self._terms)
+        self._penalty_index = (
+            self.reward_terms.index("termination_penalty") if "termination_penalty" in self.reward_terms else None
+        )
         self.reward_bound = reward_bound(self.cfg, A1_LIMITS)
         self._default_q = np.array(robot.DEFAULT_JOINT_POS)
         self._world = A1World(self.cfg, renders=render_mode == "rgb_array")
@@ -203,19 +206,22 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         forces = robot.link_contact_forces(w.client, w.robot, w.ground, w.num_links)
         threshold = cfg.rewards.contact_threshold
         first_contact = self._update_air_time([f > threshold for f in w.foot_forces(forces)])
+        joints = sum(q.tolist()) + sum(qd.tolist())  # (two numpy reductions cost more at this size)
+        self._state_finite = math.isfinite(sum(pos) + sum(orn) + sum(lin) + sum(ang) + joints)
+        terminated = not self._state_finite or self._terminated(forces, grav_b)
         s = rewards.StepState(
             lin_vel_b=lin_b, ang_vel_b=ang_b, gravity_b=grav_b, command=list(self._command.velocity), joint_pos=q,
             torques=self._torques, joint_acc=(qd - self._qd_before) / cfg.control.sim_dt, action=a,
             last_action=self._last_action, first_contact=first_contact, last_air_time=list(self._last_air_time),
             thigh_forces=w.thigh_forces(forces), soft_low=self._soft_low, soft_high=self._soft_high,
+            terminated=terminated,
         )  # fmt: skip
         terms = rewards.weighted_terms(s, self._terms, cfg.rewards, dt)
         reward = float(sum(terms))
         if cfg.rewards.only_positive:
-            reward = max(reward, 0.0)  # NaN stays NaN: max(nan, 0.0) is nan
-        joints = sum(q.tolist()) + sum(qd.tolist())  # (two numpy reductions cost more at this size)
-        self._state_finite = math.isfinite(sum(pos) + sum(orn) + sum(lin) + sum(ang) + joints)
-        terminated = not self._state_finite or self._terminated(forces, grav_b)
+            # legged_gym clips the total before it adds the termination penalty, which stays negative.
+            penalty = terms[self._penalty_index] if self._penalty_index is not None else 0.0
+            reward = max(reward - penalty, 0.0) + penalty  # NaN stays NaN: max(nan, 0.0) is nan
         self._last_action = a
         self._command = commands.advance(self._command, dt, yaw_of(orn), cfg.commands, self.np_random)
         pushed = self._push_if_due(lin, ang)

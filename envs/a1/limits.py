@@ -41,7 +41,8 @@ def reward_bound(cfg: A1Config, limits: StateLimits) -> float:
       by the engine's 100 rad/s);
     - action rate^2 <= 12 (2 action_clip)^2;
     - feet air time <= 4 (AIR_TIME_CAP + threshold);
-    - joint limit excess <= 12 * 2 pi.
+    - joint limit excess <= 12 * 2 pi;
+    - termination: 1.
 
     The result is doubled: it exists to catch a reward no state of this robot can give (1e30 from a bug), not to
     police a gait, and the factor 2 leaves room for what a bound term by term overlooks.
@@ -66,6 +67,7 @@ def reward_bound(cfg: A1Config, limits: StateLimits) -> float:
         "undesired_contacts": 4.0,
         "flat_orientation_l2": 1.0,
         "dof_pos_limits": 12 * 2 * math.pi,
+        "termination_penalty": 1.0,
     }
     total = sum(abs(weight) * largest[name] * ctl.step_dt for name, weight in r.weights().items())
     return 2.0 * max(total, 1e-6)

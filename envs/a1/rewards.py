@@ -38,6 +38,7 @@ class StepState:
         thigh_forces: Normal contact force of each thigh on the ground, N. Shape: (4,).
         soft_low: Lower soft joint limits, rad. Shape: (12,).
         soft_high: Upper soft joint limits, rad. Shape: (12,).
+        terminated: The step ends the episode by a termination (not the time-out).
     """
 
     lin_vel_b: Sequence[float]
@@ -54,6 +55,7 @@ class StepState:
     thigh_forces: Sequence[float]
     soft_low: np.ndarray
     soft_high: np.ndarray
+    terminated: bool = False
 
 
 def track_lin_vel_xy_exp(s: StepState, cfg: RewardConfig) -> float:
@@ -120,6 +122,12 @@ def dof_pos_limits(s: StepState, cfg: RewardConfig) -> float:
     return float((below + above).sum())
 
 
+def termination_penalty(s: StepState, cfg: RewardConfig) -> float:
+    """1 on the step that terminates the episode (trunk contact, bad orientation), else 0; a time-out is not a
+    termination (Isaac Lab's ``mdp.is_terminated``)."""
+    return 1.0 if s.terminated else 0.0
+
+
 #: Term name -> function, in :data:`~robosafe_tasks.a1.config.TERM_NAMES` order.
 TERMS: dict[str, Callable[[StepState, RewardConfig], float]] = {
     f.__name__: f
@@ -135,6 +143,7 @@ TERMS: dict[str, Callable[[StepState, RewardConfig], float]] = {
         undesired_contacts,
         flat_orientation_l2,
         dof_pos_limits,
+        termination_penalty,
     )
 }
 

@@ -33,3 +33,20 @@ def test_env_section_has_a_row_per_task(capsys: pytest.CaptureFixture[str]) -> N
     for term in TERM_NAMES:
         assert f"| `{term}` |" in out
     assert "| every term, in the step (all weights 0 vs the defaults) |" in out
+
+
+def test_a1_rewards_pay_per_behaviour() -> None:
+    from benchmarks.a1_rewards import bench_a1_rewards
+
+    r = bench_a1_rewards(seeds=(0,), steps=200)
+    rows = r["rows"]
+    assert len(rows) == 4 and r["terms"][0] == "track_lin_vel_xy_exp"
+    for row in rows.values():
+        assert row["total"] == pytest.approx(float(row["terms"].sum()))
+        assert row["steps"] == 200  # none of the four ends an episode within 4 s on flat ground
+    stand, noise_half, noise_one, trot = rows.values()
+    # Standing is paid its tracking of the zero yaw rate in full (0.75 x 0.02 s) and barely moves; the trot moves.
+    assert stand["terms"][1] == pytest.approx(0.015, abs=1e-3) and stand["speed"] < 0.05 < 0.3 < trot["speed"]
+    # The ordering the A1's training meets: standing pays most, the first policy of Isaac Lab's init std 1.0 least.
+    assert stand["total"] > noise_half["total"] > trot["total"] > noise_one["total"]
+    assert noise_one["total"] < 0.0 < noise_half["total"]

@@ -8,7 +8,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from a1_helpers import A1_ID, QUIET, quiet_a1
+from a1_helpers import A1_ID, QUIET, place, quiet_a1
 
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
 from robosafe_tasks.a1 import rewards
@@ -77,6 +77,8 @@ def state(**values: object) -> rewards.StepState:
         ("undesired_contacts", {"thigh_forces": np.array([0.0, 2.0, 0.5, 3.0])}, 2.0),  # two above 1 N
         ("flat_orientation_l2", {"gravity_b": np.array([0.6, 0.0, -0.8])}, 0.36),
         ("dof_pos_limits", {"joint_pos": np.array([1.5, -1.25, *[0.0] * 10])}, 0.75),  # 0.5 + 0.25 beyond +-1
+        ("termination_penalty", {"terminated": True}, 1.0),
+        ("termination_penalty", {}, 0.0),
     ],
 )
 def test_each_term_on_a_worked_example(term: str, values: dict, expected: float) -> None:
@@ -181,3 +183,20 @@ def test_only_positive_clips_the_total_not_the_terms() -> None:
     assert min(totals) < 0.0  # the example does clip
     plain.close()
     clipped.close()
+
+
+def test_termination_penalty_is_paid_once_and_survives_the_clip() -> None:
+    # Rolled 1.2 rad (beyond the 1.0 limit) in the air: the first step terminates. With Isaac Lab's humanoid weight of
+    # -200 the penalty is -200 * 1 * 0.02 s = -4, and legged_gym's clip of the total leaves it (it is added after).
+    for only_positive in (False, True):
+        env = quiet_a1(rewards={"termination_penalty": -200.0, "only_positive": only_positive})
+        assert env.reward_terms[-1] == "termination_penalty"
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(np.zeros(12, np.float32))
+        assert not terminated and info["reward_terms"][-1] == 0.0
+        place(env, z=1.0, roll=1.2)
+        _, reward, terminated, _, info = env.step(np.zeros(12, np.float32))
+        assert terminated and info["reward_terms"][-1] == pytest.approx(-4.0)
+        rest = float(info["reward_terms"][:-1].sum())
+        assert reward == pytest.approx((max(rest, 0.0) if only_positive else rest) - 4.0)
+        env.close()

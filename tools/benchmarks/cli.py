@@ -610,6 +610,36 @@ def section_a1(quick: bool) -> str:
     )
 
 
+def section_a1_rewards(quick: bool) -> str:
+    """What Isaac Lab's weights pay the A1 per step for standing, random joint targets and an open-loop trot."""
+    from benchmarks.a1_rewards import COMMAND, bench_a1_rewards
+
+    seeds = (0, 1) if quick else (0, 1, 2, 3)
+    steps = 100 if quick else 500
+    r = bench_a1_rewards(seeds, steps)
+    names = r["terms"]
+    track = [names.index("track_lin_vel_xy_exp"), names.index("track_ang_vel_z_exp")]
+    acc = names.index("dof_acc_l2")
+    rows = []
+    for behaviour, row in r["rows"].items():
+        terms = row["terms"]
+        rest = terms.sum() - terms[track].sum() - terms[acc]
+        rows.append(
+            [behaviour, f"{row['total']:+.4f}", f"{terms[track[0]]:+.4f}", f"{terms[track[1]]:+.4f}",
+             f"{terms[acc]:+.4f}", f"{rest:+.4f}", f"{row['steps']:.0f}", f"{row['speed']:.2f}"]
+        )  # fmt: skip
+    header = ["behaviour", "reward per step", "track_lin_vel_xy_exp", "track_ang_vel_z_exp", "dof_acc_l2",
+              "other terms", "steps survived", "planar speed (m/s)"]  # fmt: skip
+    note = (
+        f"`RoboSafe/A1Flat-v0` with its default weights, randomisation and observation noise off, commanded "
+        f"{COMMAND['lin_vel_x'][0]:g} m/s forward (the trot's direction), no turning; per behaviour the mean over "
+        f"{len(seeds)} episodes (seeds {', '.join(map(str, seeds))}) of each weighted term per step (weight x term x "
+        f"0.02 s), each episode {steps} policy steps from the task's reset or until it terminates. The most a step can "
+        "earn is 0.045 (both tracking terms at 1)."
+    )
+    return _table(header, rows) + "\n\n" + note
+
+
 SECTIONS: dict[str, Callable[..., str | dict[str, str]]] = {
     "env": section_env,
     "safestep": section_safestep,
@@ -621,6 +651,7 @@ SECTIONS: dict[str, Callable[..., str | dict[str, str]]] = {
     "learning": section_learning,
     "schedule": section_schedule,
     "a1": section_a1,
+    "a1_rewards": section_a1_rewards,
 }
 #: Sections run when --only is not given (presets and learning take hours: ask for them by name).
 DEFAULT_SECTIONS = ("env", "safestep", "guard", "checkpoint")
