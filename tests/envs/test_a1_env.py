@@ -12,11 +12,11 @@ import numpy as np
 import pybullet
 import pytest
 from a1_helpers import A1_ID, QUIET, place, quiet_a1
-from benchmarks.a1_rewards import trot
 from gymnasium.utils.env_checker import check_env
 from omegaconf import OmegaConf
 
 import robosafe_tasks
+from benchmarks.a1_rewards import trot
 from robosafe_tasks.a1 import A1FlatEnv, robot
 
 UNBOUNDED_BOX_WARNING = "ignore:.*Box observation space (minimum|maximum) value is.*infinity"
