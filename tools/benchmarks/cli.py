@@ -632,7 +632,7 @@ def section_a1_rewards(quick: bool) -> str:
               "other terms", "steps survived", "planar speed (m/s)"]  # fmt: skip
     note = (
         f"`RoboSafe/A1Flat-v0` with its default weights, randomisation and observation noise off, commanded "
-        f"{COMMAND['lin_vel_x'][0]:g} m/s forward (the trot's direction), no turning; per behaviour the mean over "
+        f"{-COMMAND['lin_vel_x'][0]:g} m/s backwards (the trot's direction), no turning; per behaviour the mean over "
         f"{len(seeds)} episodes (seeds {', '.join(map(str, seeds))}) of each weighted term per step (weight x term x "
         f"0.02 s), each episode {steps} policy steps from the task's reset or until it terminates. The most a step can "
         "earn is 0.045 (both tracking terms at 1)."
