@@ -71,9 +71,9 @@ def load_world(client: int, control: ControlConfig) -> tuple[int, int]:
     # Isaac Lab's terrain material: friction 1.0, restitution 0 (combined by multiplication, as Bullet does).
     pybullet.changeDynamics(ground, -1, lateralFriction=1.0, restitution=0.0, physicsClientId=client)
     # URDF_USE_INERTIA_FROM_FILE: without it PyBullet replaces each link's inertia tensor by that of its collision
-    # shapes at the URDF's mass, and the A1's legs turn far lighter than the robot (and than PhysX's asset, converted
-    # with the URDF's inertias): the calf 0.00057 kg m^2 about its axis instead of 0.0030, the thigh 0.0035 instead of
-    # 0.0055. Isaac Lab's dof_acc_l2 penalty then doubles for the same gait (BENCHMARKS.md, "A1 velocity tracking").
+    # shapes at the URDF's mass, and the A1's legs turn far lighter than the robot's: the calf 0.00057 kg m^2 about its
+    # axis instead of 0.0030, the thigh 0.0035 instead of 0.0055. Isaac Lab's dof_acc_l2 penalty of the same behaviour
+    # is then 1.5-1.8 times as large (BENCHMARKS.md, "The A1's inertias").
     robot = pybullet.loadURDF(
         os.path.join(data, URDF_FILE),
         [0.0, 0.0, SPAWN_HEIGHT],
