@@ -7,21 +7,13 @@ from typing import Any
 import numpy as np
 import pybullet
 
+from benchmarks.a1_rewards import QUIET_EVENTS
 from robosafe_tasks.a1 import A1FlatEnv
 
 A1_ID = "RoboSafe/A1Flat-v0"
 
-#: Every randomisation event and the observation noise off.
-QUIET: dict[str, Any] = {
-    "events": {
-        "friction": {"enabled": False},
-        "added_mass": {"enabled": False},
-        "joint_scale": {"enabled": False},
-        "yaw": {"enabled": False},
-        "push_interval_s": {"enabled": False},
-    },
-    "obs_noise": False,
-}
+#: Every randomisation event and the observation noise off (the events as the A1 reward bench switches them off).
+QUIET: dict[str, Any] = {"events": QUIET_EVENTS, "obs_noise": False}
 
 
 def quiet_a1(**overrides: Any) -> A1FlatEnv:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
+import xml.etree.ElementTree as ET
 
 import numpy as np
+import pybullet
+import pybullet_data
 import pytest
 from a1_helpers import quiet_a1
 
@@ -52,11 +56,6 @@ def test_joint_names_and_standing_pose_match_isaac_lab() -> None:
 
 def _urdf_principal_inertia(link: str) -> np.ndarray:
     """The principal moments of ``link``'s inertia tensor as the URDF file writes it, ascending."""
-    import os
-    import xml.etree.ElementTree as ET
-
-    import pybullet_data
-
     root = ET.parse(os.path.join(pybullet_data.getDataPath(), robot.URDF_FILE)).getroot()
     i = root.find(f"./link[@name='{link}']/inertial/inertia").attrib
     tensor = np.array(
@@ -74,8 +73,6 @@ def test_the_links_turn_with_the_urdfs_inertias() -> None:
     # Without URDF_USE_INERTIA_FROM_FILE PyBullet gives each link the inertia of its collision shapes: the calf's
     # moments would be about 0.00057 kg m^2 where the URDF says 0.0030 (about five times lighter in rotation, and
     # every joint acceleration of a gait larger). PyBullet keeps the tensor's principal moments.
-    import pybullet
-
     env = quiet_a1()
     names = {
         pybullet.getJointInfo(env.robot_id, j, physicsClientId=env.client_id)[12].decode(): j

@@ -45,14 +45,14 @@ def trot(step: int, dt: float, hz: float = 2.0) -> np.ndarray:
 def behaviours(seed: int) -> dict[str, Callable[[int, float], np.ndarray]]:
     """Name -> action of step ``i`` (policy step ``dt`` s): the behaviours measured, the random ones seeded."""
     rng = np.random.default_rng(seed)
+
+    def gaussian(std: float) -> Callable[[int, float], np.ndarray]:
+        return lambda i, dt: rng.normal(0.0, std, 12).astype(np.float32)
+
     return {
         "zero actions (stands)": lambda i, dt: np.zeros(12, np.float32),
-        "N(0, 0.5^2) actions (a first policy of init std 0.5)": lambda i, dt: rng.normal(0.0, 0.5, 12).astype(
-            np.float32
-        ),
-        "N(0, 1) actions (a first policy of init std 1.0, Isaac Lab's)": lambda i, dt: rng.normal(0.0, 1.0, 12).astype(
-            np.float32
-        ),
+        "N(0, 0.5^2) actions (a first policy of init std 0.5)": gaussian(0.5),
+        "N(0, 1) actions (a first policy of init std 1.0, Isaac Lab's)": gaussian(1.0),
         "open-loop trot, 2 Hz": trot,
     }
 
@@ -65,8 +65,8 @@ def bench_a1_rewards(seeds: tuple[int, ...] = (0, 1, 2, 3), steps: int = 500) ->
     runs ``steps`` policy steps or until it terminates.
 
     Returns:
-        ``terms`` (names, in the step's order) and ``rows``: behaviour -> ``{"terms": per-step means, "total": their
-        sum, "steps": mean episode length, "speed": m/s}``.
+        ``terms`` (names, in the step's order) and ``rows``: behaviour -> ``{"terms": per-step means, "steps": mean
+        episode length, "speed": m/s}``.
     """
     from robosafe_tasks.a1 import A1FlatEnv
 
@@ -91,13 +91,5 @@ def bench_a1_rewards(seeds: tuple[int, ...] = (0, 1, 2, 3), steps: int = 500) ->
                 row["speed"].append(speed)
     finally:
         env.close()
-    out = {}
-    for name, row in rows.items():
-        terms = np.mean(row["terms"], axis=0)
-        out[name] = {
-            "terms": terms,
-            "total": float(terms.sum()),
-            "steps": float(np.mean(row["steps"])),
-            "speed": float(np.mean(row["speed"])),
-        }
-    return {"terms": list(env.reward_terms), "rows": out}
+    means = {name: {key: np.mean(values, axis=0) for key, values in row.items()} for name, row in rows.items()}
+    return {"terms": list(env.reward_terms), "rows": means}

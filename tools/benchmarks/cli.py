@@ -625,7 +625,7 @@ def section_a1_rewards(quick: bool) -> str:
         terms = row["terms"]
         rest = terms.sum() - terms[track].sum() - terms[acc]
         rows.append(
-            [behaviour, f"{row['total']:+.4f}", f"{terms[track[0]]:+.4f}", f"{terms[track[1]]:+.4f}",
+            [behaviour, f"{terms.sum():+.4f}", f"{terms[track[0]]:+.4f}", f"{terms[track[1]]:+.4f}",
              f"{terms[acc]:+.4f}", f"{rest:+.4f}", f"{row['steps']:.0f}", f"{row['speed']:.2f}"]
         )  # fmt: skip
     header = ["behaviour", "reward per step", "track_lin_vel_xy_exp", "track_ang_vel_z_exp", "dof_acc_l2",
