@@ -65,6 +65,7 @@ ABSENT_MEANS: dict[str, Any] = {
     "actor.distribution_cfg.std_floor": None,  # std_range alone bounded the std
     "algorithm.clip_param_final": None,  # a constant clip
     "algorithm.entropy_coef_final": None,  # a constant entropy bonus
+    "algorithm.critic_learning_rate": None,  # one rate, the schedule's, for both networks
 }
 
 

@@ -103,6 +103,10 @@ class AlgorithmConfig:
 
     learning_rate: float = 1.0e-3
     """Adam learning rate (the starting value under the adaptive schedule)."""
+    critic_learning_rate: float | None = None
+    """Addition (not rsl-rl's): with a number, the critic's parameters learn at this constant rate in a parameter
+    group of their own, and ``schedule`` moves only the actor's rate; None keeps rsl-rl's one rate for both networks,
+    which the adaptive schedule sets from the actor's KL alone."""
     schedule: Schedule = Schedule.adaptive
     desired_kl: float | None = 0.01
     """Target KL per mini-batch for the adaptive schedule."""
@@ -131,6 +135,8 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         float_in("algorithm.learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)
+        if self.critic_learning_rate is not None:
+            float_in("algorithm.critic_learning_rate", self.critic_learning_rate, 0.0, 1.0, low_open=True)
         if self.desired_kl is not None:
             float_in("algorithm.desired_kl", self.desired_kl, 0.0, 10.0, low_open=True)
         require(

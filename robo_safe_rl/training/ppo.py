@@ -2,8 +2,8 @@
 
 rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.ppo:SafePPO``); the extra keys
 ``grad_guard`` (``safety.grad_guard``), ``grad_faults`` (``faults.grad``), ``dump_dir``, ``clip_param_final``,
-``entropy_coef_final`` and ``schedule_iterations`` reach ``__init__``.
-:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with seven additions, marked ``(n)`` in the code:
+``entropy_coef_final``, ``critic_learning_rate`` and ``schedule_iterations`` reach ``__init__``.
+:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with eight additions, marked ``(n)`` in the code:
 
 1. **Fire drill** (``faults.grad``): a NaN return in a copy of the mini-batch makes the loss NaN through the PPO maths
    below it; a gradient element is overwritten right after backward, where a bad op would have produced it.
@@ -25,6 +25,10 @@ rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.pp
    rsl-rl's clip is a constant. Without ``clip_param_final`` nothing changes.
 7. **Entropy schedule** (``algorithm.entropy_coef_final``, keys ``entropy_coef_final`` and ``schedule_iterations``):
    likewise ``entropy_coef``, on the same timing. Without ``entropy_coef_final`` nothing changes.
+8. **The critic's own rate** (``algorithm.critic_learning_rate``): the optimizer holds the actor's parameters in its
+   first parameter group and the critic's in a second at that constant rate, and the schedule writes its rate into
+   the first group only. Adam's step is per element, so two groups at one rate step exactly as rsl-rl's one group.
+   Without ``critic_learning_rate`` the optimizer is rsl-rl's own, its one group holding both networks.
 
 With mode ``off`` and no drill, the update is rsl-rl's: bitwise the same weights and losses.
 """
@@ -105,6 +109,7 @@ class SafePPO(PPO):
         clip_param_final: float | None = None,
         entropy_coef_final: float | None = None,
         schedule_iterations: int | None = None,
+        critic_learning_rate: float | None = None,
         **kwargs: Any,
     ) -> None:
         """Args:
@@ -121,6 +126,8 @@ class SafePPO(PPO):
             iterations; None keeps rsl-rl's constant ``entropy_coef``.
         schedule_iterations: The iterations the schedules span (``runner.max_iterations``); needed with
             ``clip_param_final`` or ``entropy_coef_final``.
+        critic_learning_rate: ``algorithm.critic_learning_rate``: the critic's constant rate, in a parameter group
+            of its own (8); None keeps rsl-rl's one group and one rate.
         **kwargs: rsl-rl PPO's keyword arguments (``device``, ``multi_gpu_cfg``, ``learning_rate``, ...).
 
         Raises:
@@ -142,6 +149,18 @@ class SafePPO(PPO):
                 "optimizer. Hint: set safety.grad_guard.mode=off or drop rnd_cfg"
             )
         super().__init__(actor, critic, storage, *args, **kwargs)
+        #: (8) The critic's constant rate, or None: one rate (the schedule's) for both networks, as in rsl-rl.
+        self.critic_learning_rate = critic_learning_rate
+        if critic_learning_rate is not None:
+            # The same optimizer class, built again with the networks in two groups (actor first, as rsl-rl chains
+            # them, so a parameter keeps its index in the state dict).
+            self.optimizer = type(self.optimizer)(
+                [
+                    {"params": list(self.actor.parameters())},
+                    {"params": list(self.critic.parameters()), "lr": critic_learning_rate},
+                ],
+                lr=self.learning_rate,
+            )
         #: (6) The clip schedule: ``clip_param`` as configured, the final value (None: constant) and the span.
         self.clip_param_start, self.clip_param_final = self.clip_param, clip_param_final
         #: (7) The entropy schedule, likewise.
@@ -289,8 +308,8 @@ class SafePPO(PPO):
                             self.learning_rate = lr_tensor.item()
 
                         # Update the learning rate for all parameter groups
-                        for param_group in self.optimizer.param_groups:
-                            param_group["lr"] = self.learning_rate
+                        # (8) ... the actor's group: all parameters without critic_learning_rate.
+                        self.optimizer.param_groups[0]["lr"] = self.learning_rate
 
                 # Surrogate loss
                 ratio = torch.exp(actions_log_prob - torch.squeeze(batch.old_actions_log_prob))  # type: ignore
@@ -343,8 +362,7 @@ class SafePPO(PPO):
                 if not verdict.step:
                     # The KL of this mini-batch moved the learning rate above: a skipped step leaves it as it was.
                     self.learning_rate = lr_before
-                    for param_group in self.optimizer.param_groups:
-                        param_group["lr"] = lr_before
+                    self.optimizer.param_groups[0]["lr"] = lr_before  # (8) the scheduled group
                     continue
 
             # Collect gradients from all GPUs

@@ -116,8 +116,12 @@ class Snapshot:
             statistics.load_state_dict(self.statistics)
         alg.optimizer.load_state_dict(copy.deepcopy(self.optimizer))
         alg.learning_rate = self.learning_rate * lr_factor
-        for group in alg.optimizer.param_groups:
-            group["lr"] = alg.learning_rate
+        # The first group is the one the schedule sets (all parameters, unless the critic has its own rate in a
+        # second group: SafePPO's (8)); any other group is lowered from its own rate at the snapshot.
+        groups = alg.optimizer.param_groups
+        groups[0]["lr"] = alg.learning_rate
+        for group in groups[1:]:
+            group["lr"] *= lr_factor
         return alg.learning_rate
 
 

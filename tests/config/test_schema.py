@@ -106,6 +106,10 @@ def test_schema_checks_hold_outside_hydra_too() -> None:
         ConfigError, match=re.escape("algorithm.entropy_coef_final=-0.01: expected a finite number in [0.0, 1000.0]")
     ):
         AlgorithmConfig(entropy_coef_final=-0.01)
+    with pytest.raises(
+        ConfigError, match=re.escape("algorithm.critic_learning_rate=0.0: expected a finite number in (0.0, 1.0]")
+    ):
+        AlgorithmConfig(critic_learning_rate=0.0)
     for floor in (0.0, 2.0):  # a floor must leave the std room under std_range's maximum
         with pytest.raises(
             ConfigError,

@@ -48,9 +48,9 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
             expected = [max(expected[0], _at(config, "actor.distribution_cfg.std_floor")), expected[1]]
         assert _at(train, rest if section == "runner" else key) == expected, key
         checked += 1
-    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 15 algorithm, 11 actor (7 of them in
+    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 16 algorithm, 11 actor (7 of them in
     # distribution_cfg, 4 of those the choice of distribution, gSDE's and the floor), 4 critic.
-    assert checked == 10 + 15 + (11 - 4) + 4
+    assert checked == 10 + 16 + (11 - 4) + 4
     assert set(train["actor"]["distribution_cfg"]) == {"class_name", "init_std", "std_type", "std_range"}
 
 
@@ -74,6 +74,12 @@ def test_the_schedules_span_the_runs_iterations() -> None:
     assert algorithm["entropy_coef_final"] == 0.002
     default = build_rsl_rl_cfg(_cfg(), "unused")["algorithm"]
     assert default["clip_param_final"] is None and default["entropy_coef_final"] is None
+
+
+def test_the_critics_rate_reaches_safeppo() -> None:
+    algorithm = build_rsl_rl_cfg(_cfg("algorithm.critic_learning_rate=0.0003"), "unused")["algorithm"]
+    assert algorithm["critic_learning_rate"] == 3e-4
+    assert build_rsl_rl_cfg(_cfg(), "unused")["algorithm"]["critic_learning_rate"] is None
 
 
 def test_presets_set_what_their_yaml_says() -> None:
