@@ -65,6 +65,9 @@ NOT_RUN = {
     "time; tests/apps/test_sweep.py runs a 2-trial sweep of tiny ones with joblib",
     "python tools/sweep.py --multirun +sweep=ant_grid hydra/launcher=joblib hydra.launcher.n_jobs=2": "8 trainings of "
     "400k env steps (half an hour); tests/apps/test_sweep.py runs a 2-trial grid of tiny ones with joblib",
+    "python tools/sweep.py --multirun +sweep=ant_seeds hydra/launcher=joblib hydra.launcher.n_jobs=2 "
+    "algorithm.critic_learning_rate=1e-3": "4 trainings of 1M env steps (half an hour); tests/apps/test_sweep.py "
+    "composes it",
     "python tools/sweep.py --multirun +sweep=ant hydra/launcher=submitit_slurm hydra.launcher.partition=cpu "
     "hydra.launcher.cpus_per_task=2 hydra.launcher.timeout_min=120": "a Slurm cluster",
     "torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=NODE0_HOST:29400 --rdzv_id=my_run "

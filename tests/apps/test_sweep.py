@@ -28,6 +28,21 @@ def test_the_sweep_config_composes_over_the_tasks_values() -> None:
     assert node.runner.num_steps_per_env == 64  # the Ant's tuned rollout, which the sweep does not change
 
 
+def test_the_seed_screen_runs_the_learning_budget_on_seeds_no_bench_uses() -> None:
+    if plugin_missing():
+        pytest.skip("hydra-optuna-sweeper is not installed (the `sweep` extra)")
+    node = compose(["+sweep=ant_seeds", "run_dir=x", "algorithm.critic_learning_rate=1e-3"])
+    # 977 iterations of 16 envs x 64 steps: the learning section's 1,000,448 env steps, one core a trial.
+    assert node.runner.max_iterations * node.task.num_envs * node.runner.num_steps_per_env == 1_000_448
+    assert node.task.num_workers == 0 and node.torch_threads == 1
+    assert node.algorithm.critic_learning_rate == 1e-3  # the change comes from the command line, beside the grid
+    # The seeds: a grid dimension of the sweeper, none of the six the learning and presets benches train.
+    sweep = yaml.safe_load((REPO / "configs/sweep/ant_seeds.yaml").read_text(encoding="utf-8"))
+    choice = sweep["hydra"]["sweeper"]["params"]["seed"]
+    seeds = {int(s) for s in choice.removeprefix("choice(").removesuffix(")").split(",")}
+    assert len(seeds) == 4 and not seeds & set(range(1, 7))
+
+
 def test_without_the_sweeper_the_tool_says_what_to_install(capsys: pytest.CaptureFixture[str]) -> None:
     if not plugin_missing():
         pytest.skip("hydra-optuna-sweeper is installed here")
