@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
+from benchmarks.cli import LEARNING_STEPS
+from benchmarks.learning import task_iterations
 from robo_safe_rl.apps.evaluate import evaluate
 from robo_safe_rl.apps.sweep import OBJECTIVE_KEY, SWEEP_SPLIT, exit_if_unavailable, plugin_missing
 from robo_safe_rl.config.compose import compose
@@ -32,8 +34,8 @@ def test_the_seed_screen_runs_the_learning_budget_on_seeds_no_bench_uses() -> No
     if plugin_missing():
         pytest.skip("hydra-optuna-sweeper is not installed (the `sweep` extra)")
     node = compose(["+sweep=ant_seeds", "run_dir=x", "algorithm.critic_learning_rate=1e-3"])
-    # 977 iterations of 16 envs x 64 steps: the learning section's 1,000,448 env steps, one core a trial.
-    assert node.runner.max_iterations * node.task.num_envs * node.runner.num_steps_per_env == 1_000_448
+    # The learning bench's budget for the Ant (977 iterations of 16 envs x 64 steps), one core a trial.
+    assert node.runner.max_iterations == task_iterations("ant", LEARNING_STEPS)
     assert node.task.num_workers == 0 and node.torch_threads == 1
     assert node.algorithm.critic_learning_rate == 1e-3  # the change comes from the command line, beside the grid
     # The seeds: a grid dimension of the sweeper, none of the six the learning and presets benches train.
