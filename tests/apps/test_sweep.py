@@ -45,6 +45,32 @@ def test_the_seed_screen_runs_the_learning_budget_on_seeds_no_bench_uses() -> No
     assert len(seeds) == 4 and not seeds & set(range(1, 7))
 
 
+#: The sweeps of configs/sweep/: every file but the shared base.
+SWEEPS = sorted(p.stem for p in (REPO / "configs/sweep").glob("*.yaml") if p.stem != "base")
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_every_sweep_takes_the_shared_base(name: str) -> None:
+    # configs/sweep/base.yaml holds what the sweeps share; a sweep file that does not take it first would run trials
+    # on both cores with a sweeper that stops at the first failed trial (Hydra's and the sweeper's own defaults).
+    if plugin_missing():
+        pytest.skip("hydra-optuna-sweeper is not installed (the `sweep` extra)")
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from robo_safe_rl.config.compose import config_source
+    from robo_safe_rl.config.schema import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=config_source(), version_base="1.3"):
+        node = hydra_compose("train", overrides=[f"+sweep={name}", "run_dir=x"], return_hydra_config=True)
+    sweeper = node.hydra.sweeper
+    assert sweeper._target_.endswith("OptunaSweeper") and sweeper.direction == "maximize"
+    assert sweeper.storage is None and sweeper.n_jobs == 2 and sweeper.max_failure_rate == 1.0
+    assert node.task.num_workers == 0 and node.torch_threads == 1
+    assert sweeper.params  # each sweep brings its own params; the base has none
+
+
 def test_without_the_sweeper_the_tool_says_what_to_install(capsys: pytest.CaptureFixture[str]) -> None:
     if not plugin_missing():
         pytest.skip("hydra-optuna-sweeper is installed here")
