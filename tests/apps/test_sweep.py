@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
 
 import robosafe_tasks  # noqa: F401  (registers RoboSafe/Ant-v0)
 from benchmarks.cli import LEARNING_STEPS
 from benchmarks.learning import task_iterations
 from robo_safe_rl.apps.evaluate import evaluate
 from robo_safe_rl.apps.sweep import OBJECTIVE_KEY, SWEEP_SPLIT, exit_if_unavailable, plugin_missing
-from robo_safe_rl.config.compose import compose
+from robo_safe_rl.config.compose import compose, config_source
+from robo_safe_rl.config.schema import register_configs
 from robo_safe_rl.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,12 +58,6 @@ def test_every_sweep_takes_the_shared_base(name: str) -> None:
     # on both cores with a sweeper that stops at the first failed trial (Hydra's and the sweeper's own defaults).
     if plugin_missing():
         pytest.skip("hydra-optuna-sweeper is not installed (the `sweep` extra)")
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from robo_safe_rl.config.compose import config_source
-    from robo_safe_rl.config.schema import register_configs
-
     register_configs()
     with initialize_config_dir(config_dir=config_source(), version_base="1.3"):
         node = hydra_compose("train", overrides=[f"+sweep={name}", "run_dir=x"], return_hydra_config=True)
