@@ -45,6 +45,26 @@ ANT_LIMITS = StateLimits(
 # that cannot come from this robot (1e30 from a bug), not to police a gait.
 ANT_REWARD_BOUND = 200.0
 
+# The Ant's mirror image in the xz plane (y -> -y), the plane its target lies in: rsl-rl's symmetry augmentation
+# learns from it (robo_safe_rl.bridge.mirror; algorithm.symmetry_cfg). As signed permutations, mirrored[i] =
+# sign[i] * x[index[i]]. The legs of ant.xml lie at (x, y) = (+,+) leg 1, (-,+) leg 2, (-,-) leg 3, (+,-) leg 4, so the
+# mirror trades legs 1 and 4, and 2 and 3. A hip turns about z: reflected, its turn is the other way (-1). An ankle
+# turns about a horizontal axis along which the reflection of leg 1's axis (-1, 1, 0), as a rotation axis (a
+# pseudovector: -M a), is (1, 1, 0), leg 4's axis, with leg 4's range (30..100 deg, as leg 1's): the same angle (+1);
+# likewise legs 2 and 3 (axes (1, 1, 0) and (-1, 1, 0), both -100..-30 deg). Action order hip_1, ankle_1, ..., hip_4,
+# ankle_4:
+ANT_ACTION_MIRROR = ((6, 7, 4, 5, 2, 3, 0, 1), (-1, 1, -1, 1, -1, 1, -1, 1))
+# Observation (WalkerBase.calc_state): z - initial z (kept), sin and cos of the angle to the target (the angle changes
+# sign: -sin, cos), the heading frame's forward, sideways and vertical speed (sideways changes sign), roll (changes
+# sign) and pitch (kept); then per joint in action order its relative position and speed (as the action: a hip's
+# position is symmetric about 0 within -40..40 deg, so its relative position changes sign too); then the four feet's
+# contacts in leg order (1 <-> 4, 2 <-> 3).
+_JOINTS = [8 + 2 * j + k for j in ANT_ACTION_MIRROR[0] for k in (0, 1)]
+ANT_OBSERVATION_MIRROR = (
+    (0, 1, 2, 3, 4, 5, 6, 7, *_JOINTS, 27, 26, 25, 24),
+    (1, -1, 1, 1, -1, 1, -1, 1, *(s for s in ANT_ACTION_MIRROR[1] for _ in (0, 1)), 1, 1, 1, 1),
+)
+
 ANT_SPEC = WalkerSpec(
     mjcf_file="ant.xml",
     foot_names=("front_left_foot", "front_right_foot", "left_back_foot", "right_back_foot"),
@@ -65,6 +85,8 @@ class AntEnv(LocomotionEnv):
     """
 
     walker = ANT_SPEC
+    observation_mirror = ANT_OBSERVATION_MIRROR
+    action_mirror = ANT_ACTION_MIRROR
 
     def alive_bonus(self, z: float, pitch: float) -> float:
         """+1 while the torso is above 0.26 m, else -1 (the episode ends); pitch is not used.

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from robo_safe_rl.bridge.faults import sum_injected
+from robo_safe_rl.bridge.mirror import Mirror
 from robo_safe_rl.bridge.protocol import is_simulated
 from robo_safe_rl.bridge.safe_step import sum_counters
 
@@ -44,6 +45,8 @@ class EnvInfo:
         reward_terms: Names of the reward terms the task reports per step in ``info["reward_terms"]`` (its
             ``reward_terms`` attribute; empty when it reports none).
         step_dt: Simulated seconds of one env step (the task's ``step_dt``), when it says.
+        mirror: The task's left-right mirror of observations and actions (:mod:`robo_safe_rl.bridge.mirror`), when
+            it declares one.
     """
 
     observation_space: gym.Space
@@ -54,6 +57,7 @@ class EnvInfo:
     action_names: list[str] | None
     reward_terms: tuple[str, ...] = ()
     step_dt: float | None = None
+    mirror: Mirror | None = None
 
     @classmethod
     def of(cls, env: gym.Env) -> EnvInfo:
@@ -69,7 +73,13 @@ class EnvInfo:
             action_names=list(names) if names is not None else None,
             reward_terms=tuple(getattr(env.unwrapped, "reward_terms", ())),
             step_dt=getattr(env.unwrapped, "step_dt", None),
+            mirror=Mirror.of(env.unwrapped, _size(env.observation_space), _size(env.action_space)),
         )
+
+
+def _size(space: gym.Space) -> int:
+    """Components of a flat space (the adapter refuses any other kind after this)."""
+    return int(np.prod(space.shape)) if space.shape is not None else 0
 
 
 @dataclass

@@ -13,6 +13,8 @@ Optional attributes any task may declare on its unwrapped env, with or without t
   incident (:mod:`~robo_safe_rl.bridge.env_traits`).
 - ``memory_per_env``: the resident memory one env costs, in bytes; the training entry checks ``task.num_envs``
   against the memory available before it builds anything.
+- ``observation_mirror`` and ``action_mirror``: the task's left-right mirror as signed permutations
+  (:mod:`~robo_safe_rl.bridge.mirror`), which ``algorithm.symmetry_cfg`` needs.
 """
 
 from __future__ import annotations

@@ -78,6 +78,9 @@ class GymVecEnv(VecEnv):
         self.num_actions = int(infos[0].action_space.shape[0])
         self.num_obs = int(infos[0].observation_space.shape[0])
         self.max_episode_length = infos[0].max_episode_steps or 1_000_000
+        #: The task's left-right mirror (``observation_mirror`` / ``action_mirror`` on its env), or None: what
+        #: symmetry augmentation reflects (:mod:`robo_safe_rl.training.symmetry`).
+        self.mirror = infos[0].mirror
         self.device = device
         self.cfg = cfg if cfg is not None else {}
         self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)

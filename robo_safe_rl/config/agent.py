@@ -98,6 +98,23 @@ class RunnerConfig:
 
 
 @dataclass
+class SymmetryConfig:
+    """rsl-rl's ``symmetry_cfg`` (``rsl_rl.extensions.Symmetry``), with the task's own mirror as its augmentation
+    function (:mod:`robo_safe_rl.training.symmetry`); needs a task that declares one (``task=ant``). Both uses off
+    (the default) builds no extension."""
+
+    use_data_augmentation: bool = False
+    """Learn from every mini-batch and its mirror image (twice the samples per optimizer step)."""
+    use_mirror_loss: bool = False
+    """Add ``mirror_loss_coeff`` x the squared difference between the policy's mean action at a mirrored observation
+    and the mirror of its mean action at the original."""
+    mirror_loss_coeff: float = 0.0
+
+    def __post_init__(self) -> None:
+        float_in("algorithm.symmetry_cfg.mirror_loss_coeff", self.mirror_loss_coeff, 0.0, 1.0e3)
+
+
+@dataclass
 class AlgorithmConfig:
     """rsl-rl's PPO keyword arguments (``cfg["algorithm"]``)."""
 
@@ -132,6 +149,7 @@ class AlgorithmConfig:
     bonus while the policy still has to find a gait, a small one once it has; None keeps rsl-rl's constant bonus."""
     use_clipped_value_loss: bool = True
     normalize_advantage_per_mini_batch: bool = False
+    symmetry_cfg: SymmetryConfig = field(default_factory=SymmetryConfig)
 
     def __post_init__(self) -> None:
         float_in("algorithm.learning_rate", self.learning_rate, 0.0, 1.0, low_open=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from robo_safe_rl.bridge.env_batch import EnvBatch, LocalEnvBatch
+from robo_safe_rl.bridge.env_batch import EnvBatch, EnvInfo, LocalEnvBatch
 from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.incidents import IncidentRecorder
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
@@ -29,6 +29,7 @@ from robo_safe_rl.bridge.worker_pool import pin_one_per_core, rank_cpus, resolve
 from robo_safe_rl.bridge.workers import WorkerEnvBatch
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.training.symmetry import check_symmetry
 
 
 def check_task_registered(cfg: TrainConfig) -> None:
@@ -59,10 +60,11 @@ def make_task_env(cfg: TrainConfig) -> gym.Env:
 
 def check_task(cfg: TrainConfig) -> None:
     """Fail before anything is written if the task id is unknown, the env cannot be made with ``task.env_kwargs``,
-    or ``task.num_envs`` envs do not fit in memory.
+    ``task.num_envs`` envs do not fit in memory, or ``algorithm.symmetry_cfg`` asks for a mirror the task lacks.
 
     Raises:
-        ConfigError: Naming ``task.env_id``, ``task.env_kwargs`` or ``task.num_envs`` and the reason.
+        ConfigError: Naming ``task.env_id``, ``task.env_kwargs``, ``task.num_envs`` or the symmetry option and the
+            reason.
     """
     check_task_registered(cfg)
     try:
@@ -74,6 +76,7 @@ def check_task(cfg: TrainConfig) -> None:
         ) from err
     try:
         check_memory(cfg, env)
+        check_symmetry(cfg.algorithm.symmetry_cfg, EnvInfo.of(env).mirror, cfg.task.name)
     finally:
         env.close()
 

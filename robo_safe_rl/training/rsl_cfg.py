@@ -18,6 +18,7 @@ from typing import Any
 from robo_safe_rl.config.agent import Logger, Noise, RunnerConfig, effective_std_range
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.training.symmetry import symmetry_cfg
 
 #: rsl-rl resolves ``class_name`` strings; ours are fully qualified so no name search happens.
 SAFE_PPO = "robo_safe_rl.training.ppo:SafePPO"
@@ -100,6 +101,7 @@ def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
         "algorithm": {
             "class_name": SAFE_PPO,
             **_plain(cfg.algorithm),
+            "symmetry_cfg": symmetry_cfg(cfg.algorithm.symmetry_cfg),
             "grad_guard": _plain(cfg.safety.grad_guard),
             "grad_faults": _plain(cfg.faults.grad),
             "dump_dir": run_dir,

@@ -42,16 +42,29 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
             continue  # runner.logger takes rsl-rl's own form (below)
         if key.startswith(OWN_DISTRIBUTION_KEYS):
             continue  # the distribution's choice and gSDE's keys: not for rsl-rl's Gaussian (below)
+        if key.startswith("algorithm.symmetry_cfg."):
+            continue  # rsl-rl's symmetry_cfg is None while both uses are off (below)
         # The runner's keys are the top level of rsl-rl's dict; the others keep their node.
         expected = _at(config, key)
         if key == "actor.distribution_cfg.std_range" and _at(config, "actor.distribution_cfg.std_floor") is not None:
             expected = [max(expected[0], _at(config, "actor.distribution_cfg.std_floor")), expected[1]]
         assert _at(train, rest if section == "runner" else key) == expected, key
         checked += 1
-    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 16 algorithm, 11 actor (7 of them in
-    # distribution_cfg, 4 of those the choice of distribution, gSDE's and the floor), 4 critic.
+    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 16 algorithm (symmetry_cfg's 3 apart), 11 actor
+    # (7 of them in distribution_cfg, 4 of those the choice of distribution, gSDE's and the floor), 4 critic.
     assert checked == 10 + 16 + (11 - 4) + 4
     assert set(train["actor"]["distribution_cfg"]) == {"class_name", "init_std", "std_type", "std_range"}
+
+
+def test_symmetry_reaches_rsl_rl_only_when_used() -> None:
+    assert build_rsl_rl_cfg(_cfg(), "unused")["algorithm"]["symmetry_cfg"] is None  # rsl-rl builds no extension
+    on = ["algorithm.symmetry_cfg.use_mirror_loss=true", "algorithm.symmetry_cfg.mirror_loss_coeff=0.5"]
+    assert build_rsl_rl_cfg(_cfg(*on), "unused")["algorithm"]["symmetry_cfg"] == {
+        "data_augmentation_func": "robo_safe_rl.training.symmetry:mirror_batch",
+        "use_data_augmentation": False,
+        "use_mirror_loss": True,
+        "mirror_loss_coeff": 0.5,
+    }
 
 
 def test_gsde_gets_its_own_class_and_keys() -> None:

@@ -1,0 +1,81 @@
+"""Mirror augmentation for rsl-rl's symmetry extension, from the task's declared mirror.
+
+rsl-rl's :class:`rsl_rl.extensions.Symmetry` calls a ``data_augmentation_func(env=, obs=, actions=)`` on every
+mini-batch and learns from the originals and their mirror images together (``use_data_augmentation``: each
+mini-batch twice as large, the mirrored samples taking the original's advantage, return and old log-probability),
+or adds a loss on the policy disagreeing with its own mirror image (``use_mirror_loss``). :func:`mirror_batch` is
+that function for any task that declares its mirror (:mod:`robo_safe_rl.bridge.mirror`); ``algorithm.symmetry_cfg``
+turns it on, and :func:`check_symmetry` refuses it for a task without one before anything trains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from robo_safe_rl.bridge.mirror import Mirror, SignedPermutation
+from robo_safe_rl.config.agent import SymmetryConfig
+from robo_safe_rl.errors import ConfigError
+
+#: What rsl-rl resolves ``symmetry_cfg["data_augmentation_func"]`` to.
+MIRROR_BATCH = "robo_safe_rl.training.symmetry:mirror_batch"
+
+
+def reflect(x: torch.Tensor, mirror: SignedPermutation) -> torch.Tensor:
+    """The mirror image of ``x``: ``out[..., i] = sign[i] * x[..., index[i]]``. Shape: (..., size), as ``x``."""
+    index = torch.tensor(mirror.index, device=x.device)
+    sign = torch.tensor(mirror.sign, dtype=x.dtype, device=x.device)
+    return x.index_select(-1, index) * sign
+
+
+def mirror_batch(
+    env: Any, obs: TensorDict | None = None, actions: torch.Tensor | None = None
+) -> tuple[TensorDict | None, torch.Tensor | None]:
+    """rsl-rl's ``data_augmentation_func``: each input followed by its mirror image along the batch.
+
+    Args:
+        env: The vector env (:class:`~robo_safe_rl.bridge.vec_adapter.GymVecEnv`), whose ``mirror`` says how.
+        obs: Observations, group ``policy`` of shape (batch, num_obs); or None.
+        actions: Actions, shape (batch, num_actions); or None.
+
+    Returns:
+        ``obs`` and ``actions`` with their mirror images appended: shapes (2 * batch, ...); None where the input was.
+    """
+    mirror = env.mirror
+    if obs is not None:
+        mirrored = TensorDict(
+            {key: reflect(value, mirror.observation) for key, value in obs.items()}, batch_size=obs.batch_size
+        )
+        obs = torch.cat([obs, mirrored], dim=0)
+    if actions is not None:
+        actions = torch.cat([actions, reflect(actions, mirror.action)], dim=0)
+    return obs, actions
+
+
+def symmetry_cfg(cfg: SymmetryConfig) -> dict[str, Any] | None:
+    """rsl-rl's ``symmetry_cfg`` entry: None when neither use is on (rsl-rl then builds no extension, and a run
+    trains as it did before the option existed), else the flags with :func:`mirror_batch`."""
+    if not (cfg.use_data_augmentation or cfg.use_mirror_loss):
+        return None
+    return {
+        "data_augmentation_func": MIRROR_BATCH,
+        "use_data_augmentation": cfg.use_data_augmentation,
+        "use_mirror_loss": cfg.use_mirror_loss,
+        "mirror_loss_coeff": cfg.mirror_loss_coeff,
+    }
+
+
+def check_symmetry(cfg: SymmetryConfig, mirror: Mirror | None, task: str) -> None:
+    """Refuse symmetry for a task that declares no mirror (``mirror``: the task's, from a probe env).
+
+    Raises:
+        ConfigError: Naming the option, the task and the attributes its env would need.
+    """
+    if symmetry_cfg(cfg) is not None and mirror is None:
+        option = "use_data_augmentation" if cfg.use_data_augmentation else "use_mirror_loss"
+        raise ConfigError(
+            f"invalid config value algorithm.symmetry_cfg.{option}=true: task={task} declares no left-right mirror "
+            "(observation_mirror and action_mirror on its env); expected a task that does, such as task=ant"
+        )

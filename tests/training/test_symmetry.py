@@ -1,0 +1,145 @@
+"""Mirror augmentation (``algorithm.symmetry_cfg``): rsl-rl's symmetry extension fed by the task's declared mirror."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tiny_env import TinyEnv, train_cfg
+
+import robosafe_tasks  # noqa: F401  (registers the tasks, as tools/train.py does)
+from robo_safe_rl.apps.train import main
+from robo_safe_rl.bridge.mirror import Mirror, SignedPermutation
+from robo_safe_rl.config.agent import SymmetryConfig
+from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.rundir import RunDir
+from robo_safe_rl.training.runner import SafeRunner
+from robo_safe_rl.training.symmetry import check_symmetry, mirror_batch, reflect, symmetry_cfg
+
+
+def test_reflect_worked_example() -> None:
+    # out[i] = sign[i] * x[index[i]]: (1, 2, 3) with 0 <-> 2 traded and 1 negated is (3, -2, 1), row by row.
+    m = SignedPermutation((2, 1, 0), (1, -1, 1))
+    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert torch.equal(reflect(x, m), torch.tensor([[3.0, -2.0, 1.0], [6.0, -5.0, 4.0]]))
+    assert torch.equal(reflect(reflect(x, m), m), x)
+
+
+class _Env:
+    mirror = Mirror(SignedPermutation((1, 0, 2), (1, 1, -1)), SignedPermutation((0,), (-1,)))
+
+
+def test_mirror_batch_appends_the_mirror_images() -> None:
+    obs = TensorDict({"policy": torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])}, batch_size=[2])
+    actions = torch.tensor([[0.5], [-0.25]])
+    out_obs, out_actions = mirror_batch(_Env(), obs=obs, actions=actions)
+    assert out_obs.batch_size == torch.Size([4])
+    expected = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [2.0, 1.0, -3.0], [5.0, 4.0, -6.0]])
+    assert torch.equal(out_obs["policy"], expected)
+    assert torch.equal(out_actions, torch.tensor([[0.5], [-0.25], [-0.5], [0.25]]))
+    # rsl-rl's mirror loss asks for one of the two at a time.
+    assert mirror_batch(_Env(), actions=actions)[0] is None and mirror_batch(_Env(), obs=obs)[1] is None
+
+
+def test_symmetry_is_refused_for_a_task_without_a_mirror() -> None:
+    check_symmetry(SymmetryConfig(), None, "half_cheetah")  # off: nothing to check
+    with pytest.raises(ConfigError) as err:
+        check_symmetry(SymmetryConfig(use_data_augmentation=True), None, "half_cheetah")
+    assert str(err.value) == (
+        "invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah declares no "
+        "left-right mirror (observation_mirror and action_mirror on its env); expected a task that does, such as "
+        "task=ant"
+    )
+
+
+def test_the_mirror_loss_coefficient_is_range_checked() -> None:
+    with pytest.raises(ConfigError, match=r"algorithm\.symmetry_cfg\.mirror_loss_coeff=-1\.0"):
+        SymmetryConfig(mirror_loss_coeff=-1.0)
+
+
+class MirroredTinyEnv(TinyEnv):
+    """TinyEnv with a declared mirror: its dynamics (axes 0 and 1 pushed by actions 0 and 1, reward -|x|^2) are
+    unchanged by trading axes 0 and 1 together with the two actions, and by negating axis 3."""
+
+    def __init__(self, mirror: Mirror, seed: int = 1) -> None:
+        super().__init__(seed=seed, num_envs=4)
+        self.mirror = mirror
+
+
+SWAP = Mirror(SignedPermutation((1, 0, 2, 3), (1, 1, 1, -1)), SignedPermutation((1, 0), (1, 1)))
+IDENTITY = Mirror(SignedPermutation((0, 1, 2, 3), (1, 1, 1, 1)), SignedPermutation((0, 1), (1, 1)))
+
+
+def trained(log_dir: Path, mirror: Mirror, augment: bool, updates: int = 1) -> SafeRunner:
+    torch.manual_seed(0)
+    algorithm = {"schedule": "fixed", "learning_rate": 1e-3}
+    if augment:
+        algorithm["symmetry_cfg"] = symmetry_cfg(SymmetryConfig(use_data_augmentation=True))
+    run = SafeRunner(
+        MirroredTinyEnv(mirror), train_cfg(algorithm), log_dir=str(log_dir), device="cpu", files=RunDir(log_dir)
+    )
+    run.learn(updates)
+    return run
+
+
+def weights(run: SafeRunner) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in (*run.alg.actor.parameters(), *run.alg.critic.parameters())]
+
+
+def test_augmenting_with_the_identity_changes_nothing_and_with_a_mirror_changes_the_update(tmp_path: Path) -> None:
+    # A mini-batch followed by an exact copy of itself has the same mean losses, so the identity "mirror" trains as no
+    # augmentation does (up to the order of float sums); a real mirror adds other samples and other gradients. This is
+    # what shows the function reaching rsl-rl's update: augmentation that did nothing would pass the first check only.
+    # One update: its forward passes draw actions for every sample of the (larger) batch from torch's generator, so
+    # from the second rollout on the runs sample other actions.
+    plain = weights(trained(tmp_path / "plain", IDENTITY, augment=False))
+    same = weights(trained(tmp_path / "identity", IDENTITY, augment=True))
+    mirrored = weights(trained(tmp_path / "swap", SWAP, augment=True))
+    for a, b in zip(plain, same, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert max(float((a - b).abs().max()) for a, b in zip(plain, mirrored, strict=True)) > 1e-4
+
+
+def test_augmentation_makes_the_policy_follow_its_mirror(tmp_path: Path) -> None:
+    # The mean squared difference between the policy's mean at mirrored inputs and the mirror of its mean at the
+    # originals (rsl-rl's mirror loss, Loss/symmetry), on 256 fixed inputs. Measured: 0.047 at the shared start; after
+    # 100 updates 0.17 without augmentation and 0.0044 with it.
+    def mirror_gap(run: SafeRunner) -> float:
+        x = torch.randn(256, 4, generator=torch.Generator().manual_seed(5))
+        obs = TensorDict({"policy": x}, batch_size=[256])
+        both, _ = mirror_batch(run.env, obs=obs)
+        with torch.no_grad():
+            means = run.alg.actor(both)
+        return float((means[256:] - reflect(means[:256], SWAP.action)).square().mean())
+
+    plain = trained(tmp_path / "plain", SWAP, augment=False, updates=100)
+    augmented = trained(tmp_path / "augmented", SWAP, augment=True, updates=100)
+    assert mirror_gap(augmented) < 0.1 * mirror_gap(plain)
+
+
+TINY = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2", "algorithm.num_mini_batches=2"]
+
+
+def test_the_ant_trains_with_augmentation_from_the_command_line(tmp_path: Path) -> None:
+    from benchmarks.runs import scalars
+
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "task=ant", "algorithm.symmetry_cfg.use_data_augmentation=true", f"run_dir={run_dir}"]) == 0
+    assert RunDir(run_dir).read_summary()["status"] == "completed"
+    assert len(scalars(run_dir, "Loss/symmetry")) == 2  # rsl-rl's extension ran in both updates
+
+
+def test_a_task_without_a_mirror_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    over = ["task=half_cheetah", "algorithm.symmetry_cfg.use_data_augmentation=true", f"run_dir={run_dir}"]
+    assert main([*TINY, *over]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "train: invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah declares "
+        "no left-right mirror (observation_mirror and action_mirror on its env); expected a task that does, such as "
+        "task=ant"
+    )
+    assert not run_dir.exists()
