@@ -41,6 +41,24 @@ _NOISE = np.concatenate([np.full(3, 0.1), np.full(3, 0.2), np.full(3, 0.05), np.
 _NOISE_LOW, _NOISE_SPAN = -_NOISE, _NOISE - -_NOISE
 _UP = (0.0, 0.0, -1.0)
 
+# The A1's mirror image in its sagittal plane (y -> -y), for rsl-rl's symmetry augmentation (robo_safe_rl.bridge.mirror;
+# algorithm.symmetry_cfg), as signed permutations: mirrored[i] = sign[i] * x[index[i]]. The legs trade sides (FR <-> FL,
+# RR <-> RL); a hip turns about x, and a turn about x reflected in y -> -y is the other way (-1: the standing pose's
+# hips, -0.1 right and +0.1 left, are each other's reflection); the upper and lower joints turn about y, which the
+# reflection keeps (+1). Joints in action order FR, FL, RR, RL x (hip, upper, lower):
+_JOINT_MIRROR = ((3, 4, 5, 0, 1, 2, 9, 10, 11, 6, 7, 8), (-1, 1, 1) * 4)
+# Observation: linear velocity (vx, -vy, vz); angular velocity, a pseudovector (-wx, wy, -wz); gravity (gx, -gy, gz);
+# command (vx, -vy, -yaw rate); then joint positions, joint velocities and the last action, each as the joints.
+_OBSERVATION_MIRROR = (
+    (
+        *range(12),
+        *(12 + j for j in _JOINT_MIRROR[0]),
+        *(24 + j for j in _JOINT_MIRROR[0]),
+        *(36 + j for j in _JOINT_MIRROR[0]),
+    ),
+    (1, -1, 1, -1, 1, -1, 1, -1, 1, 1, -1, -1, *_JOINT_MIRROR[1] * 3),
+)
+
 
 class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
     """The A1 tracking commanded base velocities on flat ground (module docstring), with the simulator protocol.
@@ -62,6 +80,8 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
     #: rest); rounded up.
     memory_per_env: ClassVar[int] = 56 * 2**20
     action_names: list[str] = list(robot.JOINT_NAMES)  # noqa: RUF012  (read-only, the protocol's attribute)
+    observation_mirror = _OBSERVATION_MIRROR
+    action_mirror = _JOINT_MIRROR
 
     def __init__(
         self, render_mode: str | None = None, render_width: int = 320, render_height: int = 240, **cfg: Any
