@@ -49,20 +49,25 @@ class SignedPermutation:
             ConfigError: Naming ``owner.attribute``, the bad part and what was expected.
         """
         where = f"{owner}.{attribute}"
-        if not (isinstance(value, Sequence) and len(value) == 2):
+        if not (isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2):
             raise ConfigError(f"{where} must be a pair (index, sign), got {value!r}")
-        index, sign = (tuple(part) for part in value)
-        if sorted(index) != list(range(size)) or not all(type(i) is int for i in index):
+        index, sign = value
+        # Types first: sorting a mix of ints and strings would raise TypeError instead of naming the attribute.
+        ints = isinstance(index, Sequence) and all(type(i) is int for i in index)
+        if not (ints and sorted(index) == list(range(size))):
             raise ConfigError(f"{where}: index must be a permutation of 0..{size - 1}, got {index!r}")
-        if len(sign) != size or any(s not in (-1, 1) or isinstance(s, bool) for s in sign):
+        if not (
+            isinstance(sign, Sequence) and len(sign) == size and all(type(s) is int and s in (-1, 1) for s in sign)
+        ):
             raise ConfigError(f"{where}: sign must be {size} values of +1 or -1, got {sign!r}")
+        index, sign = tuple(index), tuple(sign)
         for i, (j, s) in enumerate(zip(index, sign, strict=True)):
             if index[j] != i or s * sign[j] != 1:
                 raise ConfigError(
                     f"{where} is not its own inverse: component {i} comes from {s:+d} x [{j}], but component {j} "
                     f"from {sign[j]:+d} x [{index[j]}]; expected {j} to come from {s:+d} x [{i}]"
                 )
-        return cls(tuple(index), tuple(int(s) for s in sign))
+        return cls(index, sign)
 
 
 @dataclass(frozen=True)

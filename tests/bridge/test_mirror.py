@@ -29,6 +29,11 @@ def test_a_swap_with_signs_is_accepted() -> None:
         (((0, 1, 2), (1, 0.5, 1)), "Robot.observation_mirror: sign must be 3 values of +1 or -1, got (1, 0.5, 1)"),
         (((0, 1, 2), (1, True, 1)), "Robot.observation_mirror: sign must be 3 values of +1 or -1, got (1, True, 1)"),
         (((0, 1, 2), (1, -1)), "Robot.observation_mirror: sign must be 3 values of +1 or -1, got (1, -1)"),
+        # Hostile shapes get the same messages, not a TypeError from sorting or iterating them.
+        ((("a", 1, 2), (1, 1, 1)), "Robot.observation_mirror: index must be a permutation of 0..2, got ('a', 1, 2)"),
+        ((5, (1, 1, 1)), "Robot.observation_mirror: index must be a permutation of 0..2, got 5"),
+        (((0, 1, 2), "+-+"), "Robot.observation_mirror: sign must be 3 values of +1 or -1, got '+-+'"),
+        ("ab", "Robot.observation_mirror must be a pair (index, sign), got 'ab'"),
         # A cycle 0 -> 1 -> 2 -> 0 is a permutation, not a reflection: applied twice it is not the identity.
         (
             ((1, 2, 0), (1, 1, 1)),
@@ -50,6 +55,10 @@ def test_a_swap_with_signs_is_accepted() -> None:
         "half-sign",
         "bool-sign",
         "short-sign",
+        "str-index",
+        "int-index",
+        "str-sign",
+        "str",
         "cycle",
         "swap-of-unlike-signs",
     ],

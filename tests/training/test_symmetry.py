@@ -49,8 +49,8 @@ def test_symmetry_is_refused_for_a_task_without_a_mirror() -> None:
         check_symmetry(SymmetryConfig(use_data_augmentation=True), None, "half_cheetah")
     assert str(err.value) == (
         "invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah declares no "
-        "left-right mirror (observation_mirror and action_mirror on its env); expected a task that does: ant, "
-        "a1_flat"
+        "left-right mirror (observation_mirror and action_mirror on its env); expected a task that "
+        "does: ant, walker2d, a1_flat"
     )
 
 
@@ -139,7 +139,7 @@ def test_a_task_without_a_mirror_is_refused_before_anything_is_written(
     assert main([*TINY, *over]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "train: invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah declares "
-        "no left-right mirror (observation_mirror and action_mirror on its env); expected a task that does: ant, "
-        "a1_flat"
+        "no left-right mirror (observation_mirror and action_mirror on its env); expected a task that "
+        "does: ant, walker2d, a1_flat"
     )
     assert not run_dir.exists()
