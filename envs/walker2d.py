@@ -38,14 +38,15 @@ WALKER2D_LIMITS = StateLimits(
 # 2.0 * 0.1 * 80 = 16; stall 0.1; joints at their limit 0.1 * 6 = 0.6. Total 251; measured |reward| <= 4.2.
 WALKER2D_REWARD_BOUND = 300.0
 
-# The Walker2D's mirror image in the xz plane (y -> -y), for rsl-rl's symmetry augmentation (robo_safe_rl.bridge.mirror;
+# The Walker2D's left-right mirror, for rsl-rl's symmetry augmentation (robo_safe_rl.bridge.mirror;
 # algorithm.symmetry_cfg), as signed permutations: mirrored[i] = sign[i] * x[index[i]]. walker2d.xml puts both legs in
-# the plane y = 0, the same bodies with the same joints (all about -y), so the reflection trades the right leg for the
-# left one, joint for joint with the same angles (+1: a turn about y is kept by y -> -y). Action order thigh, leg, foot,
-# then the left leg's:
+# the plane y = 0, the same bodies on the same joints (all about -y): a reflection in that plane leaves each leg where
+# it is, and the symmetry is the swap of two identical legs, joint for joint with the same angles (+1). Action order
+# thigh, leg, foot, then the left leg's:
 WALKER2D_ACTION_MIRROR = ((3, 4, 5, 0, 1, 2), (1,) * 6)
-# Observation (as the Ant's, envs/ant.py): the angle to the target's sine, the sideways speed and the roll change sign
-# (all three stay 0 on the planar walker), then the joints as the actions (position and speed each), then the two feet.
+# Observation (as the Ant's, envs/ant.py): the angle to the target's sine, the sideways speed and the roll, which the
+# planar walker keeps at 0, are given the Ant's signs; then the joints as the actions (position and speed each), then
+# the two feet.
 WALKER2D_OBSERVATION_MIRROR = (
     (*range(8), *(8 + 2 * j + k for j in WALKER2D_ACTION_MIRROR[0] for k in (0, 1)), 21, 20),
     (1, -1, 1, 1, -1, 1, -1, 1, *(1,) * 12, 1, 1),

@@ -81,6 +81,11 @@ class Mirror:
     def of(cls, unwrapped: object, num_obs: int, num_actions: int) -> Mirror | None:
         """The mirror ``unwrapped`` declares, or ``None`` when it declares none.
 
+        Args:
+            unwrapped: The task's unwrapped env.
+            num_obs: Length of its observation vector.
+            num_actions: Length of its action vector.
+
         Raises:
             ConfigError: If it declares one of the two attributes without the other, or a bad one.
         """

@@ -109,9 +109,16 @@ class SymmetryConfig:
     """Add ``mirror_loss_coeff`` x the squared difference between the policy's mean action at a mirrored observation
     and the mirror of its mean action at the original."""
     mirror_loss_coeff: float = 0.0
+    """Weight of the mirror loss in PPO's loss, > 0 with ``use_mirror_loss``."""
 
     def __post_init__(self) -> None:
         float_in("algorithm.symmetry_cfg.mirror_loss_coeff", self.mirror_loss_coeff, 0.0, 1.0e3)
+        require(
+            not self.use_mirror_loss or self.mirror_loss_coeff > 0.0,
+            "algorithm.symmetry_cfg.mirror_loss_coeff",
+            self.mirror_loss_coeff,
+            "a number > 0 with use_mirror_loss=true (0 adds nothing to the loss)",
+        )
 
 
 @dataclass

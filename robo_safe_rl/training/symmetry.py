@@ -42,11 +42,22 @@ def mirror_batch(
 
     Returns:
         ``obs`` and ``actions`` with their mirror images appended: shapes (2 * batch, ...); None where the input was.
+
+    Raises:
+        ConfigError: If ``env`` has no mirror (a runner built by hand around a task that declares none).
     """
-    mirror = env.mirror
+    mirror = getattr(env, "mirror", None)
+    if mirror is None:
+        raise ConfigError(
+            f"symmetry augmentation on {type(env).__name__}, which has no mirror: expected a vector env with a "
+            "`mirror` (robo_safe_rl.bridge.mirror.Mirror), as GymVecEnv has for a task that declares one"
+        )
     if obs is not None:
+        # The adapter's one group, ``policy``, is the task's observation vector: the mirror is declared for it.
         mirrored = TensorDict(
-            {key: reflect(value, mirror.observation) for key, value in obs.items()}, batch_size=obs.batch_size
+            {key: reflect(value, mirror.observation) for key, value in obs.items()},
+            batch_size=obs.batch_size,
+            device=obs.device,
         )
         obs = torch.cat([obs, mirrored], dim=0)
     if actions is not None:

@@ -57,8 +57,9 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
 
 
 def test_symmetry_reaches_rsl_rl_only_when_used() -> None:
-    assert build_rsl_rl_cfg(_cfg(), "unused")["algorithm"]["symmetry_cfg"] is None  # rsl-rl builds no extension
-    on = ["algorithm.symmetry_cfg.use_mirror_loss=true", "algorithm.symmetry_cfg.mirror_loss_coeff=0.5"]
+    off = "algorithm.symmetry_cfg.use_data_augmentation=false"  # the Ant's recipe (the default task) turns it on
+    assert build_rsl_rl_cfg(_cfg(off), "unused")["algorithm"]["symmetry_cfg"] is None  # rsl-rl builds no extension
+    on = [off, "algorithm.symmetry_cfg.use_mirror_loss=true", "algorithm.symmetry_cfg.mirror_loss_coeff=0.5"]
     assert build_rsl_rl_cfg(_cfg(*on), "unused")["algorithm"]["symmetry_cfg"] == {
         "data_augmentation_func": "robo_safe_rl.training.symmetry:mirror_batch",
         "use_data_augmentation": False,

@@ -57,6 +57,15 @@ def test_symmetry_is_refused_for_a_task_without_a_mirror() -> None:
 def test_the_mirror_loss_coefficient_is_range_checked() -> None:
     with pytest.raises(ConfigError, match=r"algorithm\.symmetry_cfg\.mirror_loss_coeff=-1\.0"):
         SymmetryConfig(mirror_loss_coeff=-1.0)
+    with pytest.raises(ConfigError, match=r"mirror_loss_coeff=0\.0: expected a number > 0 with use_mirror_loss=true"):
+        SymmetryConfig(use_mirror_loss=True)
+
+
+def test_the_mirrored_batch_keeps_the_device_and_an_env_without_a_mirror_is_named() -> None:
+    obs = TensorDict({"policy": torch.zeros(2, 3)}, batch_size=[2], device="cpu")
+    assert mirror_batch(_Env(), obs=obs)[0].device == torch.device("cpu")
+    with pytest.raises(ConfigError, match=r"^symmetry augmentation on TinyEnv, which has no mirror"):
+        mirror_batch(TinyEnv(seed=0), obs=obs)
 
 
 class MirroredTinyEnv(TinyEnv):
