@@ -76,7 +76,7 @@ def check_task(cfg: TrainConfig) -> None:
         ) from err
     try:
         check_memory(cfg, env)
-        check_symmetry(cfg.algorithm.symmetry_cfg, EnvInfo.of(env).mirror, cfg.task.name)
+        check_symmetry(cfg.algorithm.symmetry_cfg, EnvInfo.of(env).mirror, f"{cfg.task.name} ({cfg.task.env_id})")
     finally:
         env.close()
 

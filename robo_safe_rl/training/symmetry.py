@@ -79,7 +79,8 @@ def symmetry_cfg(cfg: SymmetryConfig) -> dict[str, Any] | None:
 
 
 def check_symmetry(cfg: SymmetryConfig, mirror: Mirror | None, task: str) -> None:
-    """Refuse symmetry for a task that declares no mirror (``mirror``: the task's, from a probe env).
+    """Refuse symmetry for a task that declares no mirror (``mirror``: the task's, from a probe env; ``task``: its
+    name and env id, for the message).
 
     Raises:
         ConfigError: Naming the option, the task and the attributes its env would need.

@@ -65,7 +65,13 @@ def test_exports_act_as_the_trained_policy(run: Path, tmp_path: Path) -> None:
     (onnx_actions,) = session.run(["actions"], {"obs": obs})  # a batch of 128: the batch dimension is dynamic
     assert jit_actions.shape == onnx_actions.shape == (len(obs), policy.num_actions)
     np.testing.assert_allclose(jit_actions, expected, rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(onnx_actions, expected, rtol=RTOL, atol=ATOL)
+    # The recorded half at 1e-5. The half scaled by 100 reaches the first layer unclipped in `ppo` (normalised inputs
+    # up to 1e4 after this tiny run's normaliser, measured), where float32 sums taken in another order (onnxruntime's
+    # kernels) differ by up to ~3e-4 in the action (measured); the clipped presets' inputs stop at 10.
+    recorded = len(obs) // 2
+    np.testing.assert_allclose(onnx_actions[:recorded], expected[:recorded], rtol=RTOL, atol=ATOL)
+    scaled_tol = RTOL if getattr(policy.actor, "obs_clip", None) is not None else 1e-3
+    np.testing.assert_allclose(onnx_actions[recorded:], expected[recorded:], rtol=scaled_tol, atol=scaled_tol)
 
 
 def test_the_outliers_reach_the_clip_so_a_forgotten_clip_is_caught(run: Path) -> None:

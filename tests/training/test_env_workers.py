@@ -87,6 +87,7 @@ def test_too_many_crashes_in_a_row_stop_the_run_with_exit_1(
 ) -> None:
     run_dir = tmp_path / "run"
     args = [*SHORT, "task.max_worker_crashes=2", f"task.env_id={aborting_task}", "runner.max_iterations=3"]
+    args.append("algorithm.symmetry_cfg.use_data_augmentation=false")  # the test env has no mirror
     assert main([*args, f"run_dir={run_dir}"]) == 1
     err = capsys.readouterr().err
     assert "train: stopped: env worker" in err and "(SIGABRT) during a step: 2 crashes in a row" in err

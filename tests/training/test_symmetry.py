@@ -147,8 +147,8 @@ def test_a_task_without_a_mirror_is_refused_before_anything_is_written(
     over = ["task=half_cheetah", "algorithm.symmetry_cfg.use_data_augmentation=true", f"run_dir={run_dir}"]
     assert main([*TINY, *over]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "train: invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah declares "
-        "no left-right mirror (observation_mirror and action_mirror on its env); expected a task that "
-        "does: ant, walker2d, a1_flat"
+        "train: invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah "
+        "(RoboSafe/HalfCheetah-v0) declares no left-right mirror (observation_mirror and action_mirror on its env); "
+        "expected a task that does: ant, walker2d, a1_flat"
     )
     assert not run_dir.exists()
