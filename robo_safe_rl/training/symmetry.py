@@ -10,6 +10,7 @@ turns it on, and :func:`check_symmetry` refuses it for a task without one before
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -23,10 +24,18 @@ from robo_safe_rl.errors import ConfigError
 MIRROR_BATCH = "robo_safe_rl.training.symmetry:mirror_batch"
 
 
+@functools.lru_cache(maxsize=16)
+def _as_tensors(
+    mirror: SignedPermutation, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mirror``'s index and sign as tensors on ``device``: made once, not at each of an update's mini-batches (on
+    CUDA each would be a host-to-device copy)."""
+    return torch.tensor(mirror.index, device=device), torch.tensor(mirror.sign, dtype=dtype, device=device)
+
+
 def reflect(x: torch.Tensor, mirror: SignedPermutation) -> torch.Tensor:
     """The mirror image of ``x``: ``out[..., i] = sign[i] * x[..., index[i]]``. Shape: (..., size), as ``x``."""
-    index = torch.tensor(mirror.index, device=x.device)
-    sign = torch.tensor(mirror.sign, dtype=x.dtype, device=x.device)
+    index, sign = _as_tensors(mirror, x.device, x.dtype)
     return x.index_select(-1, index) * sign
 
 
