@@ -3,7 +3,7 @@
 rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.ppo:SafePPO``); the extra keys
 ``grad_guard`` (``safety.grad_guard``), ``grad_faults`` (``faults.grad``), ``dump_dir``, ``clip_param_final``,
 ``entropy_coef_final``, ``critic_learning_rate`` and ``schedule_iterations`` reach ``__init__``.
-:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with eight additions, marked ``(n)`` in the code:
+:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with nine additions, marked ``(n)`` in the code:
 
 1. **Fire drill** (``faults.grad``): a NaN return in a copy of the mini-batch makes the loss NaN through the PPO maths
    below it; a gradient element is overwritten right after backward, where a bad op would have produced it.
@@ -29,6 +29,12 @@ rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.pp
    first parameter group and the critic's in a second at that constant rate, and the schedule writes its rate into
    the first group only. Adam's step is per element, so two groups at one rate step exactly as rsl-rl's one group.
    Without ``critic_learning_rate`` the optimizer is rsl-rl's own, its one group holding both networks.
+9. **The reported mirror loss** (``algorithm.symmetry_cfg`` augmenting without learning from the mirror loss): rsl-rl's
+   symmetry extension computes the loss anyway, for its log (``Loss/symmetry``), with a second forward pass of the
+   actor over the augmented mini-batch under autograd, then detaches it. Here it is the same value (bitwise on CPU),
+   from the action means of the forward pass the update already made
+   (:func:`~robo_safe_rl.training.symmetry.reported_mirror_loss`): 13% of the Ant's update on the 2-core EPYC. With
+   the mirror loss learnt from, rsl-rl's ``compute_loss`` runs as it is.
 
 With mode ``off`` and no drill, the update is rsl-rl's: bitwise the same weights and losses.
 """
@@ -52,6 +58,7 @@ from robo_safe_rl.fileio import atomic_open
 from robo_safe_rl.safety.grad_guard import COUNTER_KEYS, GradGuard, Verdict, stack_scalars, sum_over_ranks
 from robo_safe_rl.training.grad_drill import GradDrill
 from robo_safe_rl.training.recovery import nonfinite_layers
+from robo_safe_rl.training.symmetry import reported_mirror_loss
 
 logger = logging.getLogger(__name__)
 
@@ -334,7 +341,10 @@ class SafePPO(PPO):
                 rnd_loss = self.rnd.compute_loss(batch.observations[:original_batch_size]) if self.rnd else None  # type: ignore
 
                 # Symmetry loss
-                if self.symmetry:
+                if self.symmetry and self.symmetry.use_data_augmentation and not self.symmetry.use_mirror_loss:
+                    # (9) Reported only: from the means of the forward pass above, not a second one with autograd.
+                    symmetry_loss = reported_mirror_loss(self.symmetry, self.actor.output_mean, original_batch_size)
+                elif self.symmetry:
                     symmetry_loss = self.symmetry.compute_loss(self.actor, batch, original_batch_size)
                     if self.symmetry.use_mirror_loss:
                         loss = loss + self.symmetry.mirror_loss_coeff * symmetry_loss

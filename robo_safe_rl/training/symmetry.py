@@ -14,6 +14,8 @@ import functools
 from typing import Any
 
 import torch
+import torch.nn as nn
+from rsl_rl.extensions import Symmetry
 from tensordict import TensorDict
 
 from robo_safe_rl.bridge.mirror import Mirror, SignedPermutation
@@ -72,6 +74,28 @@ def mirror_batch(
     if actions is not None:
         actions = torch.cat([actions, reflect(actions, mirror.action)], dim=0)
     return obs, actions
+
+
+def reported_mirror_loss(symmetry: Symmetry, means: torch.Tensor, original_batch_size: int) -> torch.Tensor:
+    """rsl-rl's mirror loss of an augmented mini-batch, detached, as :meth:`Symmetry.compute_loss` reports it when the
+    loss is not learnt from, from the action means the update's forward pass already computed over that mini-batch.
+
+    ``compute_loss`` evaluates the actor again on the augmented observations (a forward pass with autograd, its graph
+    then dropped); the actor is deterministic in its means, so ``means`` are those outputs.
+
+    Args:
+        symmetry: The extension (its ``data_augmentation_func`` and ``env``).
+        means: The actor's action means over the augmented mini-batch, shape (2 * original_batch_size, num_actions):
+            the originals, then their mirror images.
+        original_batch_size: The number of original samples.
+
+    Returns:
+        The mean squared difference between the means on the mirrored observations and the mirrored means on the
+        originals (a 0-dim tensor without a graph).
+    """
+    with torch.no_grad():
+        _, mirrored = symmetry.data_augmentation_func(env=symmetry.env, obs=None, actions=means[:original_batch_size])
+        return nn.functional.mse_loss(means[original_batch_size:], mirrored[original_batch_size:])
 
 
 def symmetry_cfg(cfg: SymmetryConfig) -> dict[str, Any] | None:

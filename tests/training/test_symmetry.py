@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from robo_safe_rl.config.agent import SymmetryConfig
 from robo_safe_rl.errors import ConfigError
 from robo_safe_rl.rundir import RunDir
 from robo_safe_rl.training.runner import SafeRunner
-from robo_safe_rl.training.symmetry import check_symmetry, mirror_batch, reflect, symmetry_cfg
+from robo_safe_rl.training.symmetry import check_symmetry, mirror_batch, reflect, reported_mirror_loss, symmetry_cfg
 
 
 def test_reflect_worked_example() -> None:
@@ -126,6 +127,23 @@ def test_augmentation_makes_the_policy_follow_its_mirror(tmp_path: Path) -> None
     plain = trained(tmp_path / "plain", SWAP, augment=False, updates=100)
     augmented = trained(tmp_path / "augmented", SWAP, augment=True, updates=100)
     assert mirror_gap(augmented) < 0.1 * mirror_gap(plain)
+
+
+def test_the_reported_mirror_loss_is_rsl_rls_from_the_update_s_own_forward_pass(tmp_path: Path) -> None:
+    # SafePPO's addition (9): augmenting without learning from the mirror loss, the update reports rsl-rl's value
+    # (Symmetry.compute_loss, a second forward pass) from the means its own forward pass made. The same number, bit for
+    # bit, and not a vacuous one: 8 random states of a policy trained 3 updates are far from symmetric.
+    run = trained(tmp_path / "run", SWAP, augment=True, updates=3)
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(3))
+    both, _ = mirror_batch(run.env, obs=TensorDict({"policy": x}, batch_size=[8]))
+    run.alg.actor(both, stochastic_output=True)  # the update's forward pass, which leaves the means on the actor
+    reported = reported_mirror_loss(run.alg.symmetry, run.alg.actor.output_mean, 8)
+    by_rsl_rl = run.alg.symmetry.compute_loss(run.alg.actor, SimpleNamespace(observations=both), 8)
+    assert torch.equal(reported, by_rsl_rl) and not reported.requires_grad
+    with torch.no_grad():
+        means = run.alg.actor(both)
+    assert torch.equal(reported, (means[8:] - reflect(means[:8], SWAP.action)).square().mean())
+    assert float(reported) > 1e-6
 
 
 TINY = ["task.num_envs=2", "runner.num_steps_per_env=8", "runner.max_iterations=2", "algorithm.num_mini_batches=2"]
