@@ -100,8 +100,8 @@ class RunnerConfig:
 @dataclass
 class SymmetryConfig:
     """rsl-rl's ``symmetry_cfg`` (``rsl_rl.extensions.Symmetry``), with the task's own mirror as its augmentation
-    function (:mod:`robo_safe_rl.training.symmetry`); needs a task that declares one (ant, walker2d, a1_flat). Both
-    uses off (the default) builds no extension."""
+    function (:mod:`robo_safe_rl.training.symmetry`); needs a task that declares one (``python tools/train.py
+    --list-tasks``, column mirror). Both uses off (the default) builds no extension."""
 
     use_data_augmentation: bool = False
     """Learn from every mini-batch and its mirror image (twice the samples per optimizer step)."""

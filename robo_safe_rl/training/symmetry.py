@@ -122,6 +122,6 @@ def check_symmetry(cfg: SymmetryConfig, mirror: Mirror | None, task: str) -> Non
         option = "use_data_augmentation" if cfg.use_data_augmentation else "use_mirror_loss"
         raise ConfigError(
             f"invalid config value algorithm.symmetry_cfg.{option}=true: task={task} declares no left-right mirror "
-            "(observation_mirror and action_mirror on its env); expected a task that does: ant, walker2d, "
-            "a1_flat"
+            "(observation_mirror and action_mirror on its env); expected a task that does (python tools/train.py "
+            "--list-tasks, column mirror)"
         )

@@ -19,10 +19,13 @@ SHORT = ["task.num_envs=4", "task.num_workers=0", "runner.num_steps_per_env=16",
 SHORT += ["algorithm.num_mini_batches=4"]
 #: (task option, gymnasium id, observation size, action size): 8 + 2 per motor + 1 per observed foot.
 TASKS = [
-    ("ant", "RoboSafe/Ant-v0", 28, 8),
-    ("half_cheetah", "RoboSafe/HalfCheetah-v0", 26, 6),
-    ("hopper", "RoboSafe/Hopper-v0", 15, 3),
-    ("walker2d", "RoboSafe/Walker2D-v0", 22, 6),
+    # name, id, observation and action sizes, whether it declares a mirror (the Hopper is one leg; the HalfCheetah's
+    # front and back legs differ, and it has no left and right)
+    ("a1_flat", "RoboSafe/A1Flat-v0", 48, 12, "yes"),
+    ("ant", "RoboSafe/Ant-v0", 28, 8, "yes"),
+    ("half_cheetah", "RoboSafe/HalfCheetah-v0", 26, 6, "no"),
+    ("hopper", "RoboSafe/Hopper-v0", 15, 3, "no"),
+    ("walker2d", "RoboSafe/Walker2D-v0", 22, 6, "yes"),
 ]
 
 
@@ -61,16 +64,16 @@ def test_list_tasks_prints_name_id_and_sizes(
     monkeypatch.chdir(tmp_path)
     assert main(["--list-tasks"]) == 0
     rows = table_rows(capsys.readouterr().out)
-    assert rows[0] == ["task", "gymnasium", "id", "observation", "action"]
-    for name, env_id, obs, act in TASKS:
-        assert [name, env_id, str(obs), str(act)] in rows[1:]
+    assert rows[0] == ["task", "gymnasium", "id", "observation", "action", "mirror"]
+    for name, env_id, obs, act, mirror in TASKS:
+        assert [name, env_id, str(obs), str(act), mirror] in rows[1:]
     assert list(tmp_path.iterdir()) == []  # no run directory, no Hydra output
     # The README's task table states the same names, ids and sizes.
     documented = []
     for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[1].startswith("RoboSafe/"):
-            documented.append([cells[0], cells[1], cells[3], cells[4]])
+        if len(cells) == 8 and cells[1].startswith("RoboSafe/"):
+            documented.append([cells[0], cells[1], cells[3], cells[4], cells[5]])
     assert documented == rows[1:]
 
 
@@ -91,6 +94,21 @@ def test_tool_lists_tasks_without_making_a_run_directory(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = table_rows(done.stdout)
-    for name, env_id, obs, act in TASKS:
-        assert [name, env_id, str(obs), str(act)] in rows
+    for name, env_id, obs, act, mirror in TASKS:
+        assert [name, env_id, str(obs), str(act), mirror] in rows
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_task_whose_mirror_is_refused_is_listed_with_the_reason() -> None:
+    from robo_safe_rl.apps.task_list import TaskRow, format_rows
+
+    problem = "BadEnv declares a mirror without action_mirror: expected both or neither"
+    text = format_rows(
+        [TaskRow("ant", "RoboSafe/Ant-v0", 28, 8, mirror=True), TaskRow("bad", "Bad-v0", 4, 2, problem=problem)]
+    )
+    assert table_rows(text) == [
+        ["task", "gymnasium", "id", "observation", "action", "mirror"],
+        ["ant", "RoboSafe/Ant-v0", "28", "8", "yes"],
+        ["bad", "Bad-v0", "4", "2", "?"],
+        ["bad:", *problem.split()],
+    ]

@@ -51,7 +51,7 @@ def test_symmetry_is_refused_for_a_task_without_a_mirror() -> None:
     assert str(err.value) == (
         "invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah declares no "
         "left-right mirror (observation_mirror and action_mirror on its env); expected a task that "
-        "does: ant, walker2d, a1_flat"
+        "does (python tools/train.py --list-tasks, column mirror)"
     )
 
 
@@ -167,6 +167,6 @@ def test_a_task_without_a_mirror_is_refused_before_anything_is_written(
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "train: invalid config value algorithm.symmetry_cfg.use_data_augmentation=true: task=half_cheetah "
         "(RoboSafe/HalfCheetah-v0) declares no left-right mirror (observation_mirror and action_mirror on its env); "
-        "expected a task that does: ant, walker2d, a1_flat"
+        "expected a task that does (python tools/train.py --list-tasks, column mirror)"
     )
     assert not run_dir.exists()
