@@ -12,7 +12,7 @@ not the order of the MJCF ``<actuator>`` block). Torque = 2.5 * 100 * clip(actio
 from __future__ import annotations
 
 from robosafe_tasks.base import LocomotionEnv
-from robosafe_tasks.spec import StateLimits, WalkerSpec
+from robosafe_tasks.spec import StateLimits, WalkerSpec, walker_observation_mirror
 
 #: Torso height at or below which the episode ends: the torso is a 0.25 m sphere, so it scrapes the ground.
 ANT_MIN_TORSO_Z = 0.26
@@ -54,16 +54,11 @@ ANT_REWARD_BOUND = 200.0
 # likewise legs 2 and 3 (axes (1, 1, 0) and (-1, 1, 0), both -100..-30 deg). Action order hip_1, ankle_1, ..., hip_4,
 # ankle_4:
 ANT_ACTION_MIRROR = ((6, 7, 4, 5, 2, 3, 0, 1), (-1, 1, -1, 1, -1, 1, -1, 1))
-# Observation (WalkerBase.calc_state): z - initial z (kept), sin and cos of the angle to the target (the angle changes
-# sign: -sin, cos), the heading frame's forward, sideways and vertical speed (sideways changes sign), roll (changes
-# sign) and pitch (kept); then per joint in action order its relative position and speed (as the action: a hip's
-# position is symmetric about 0 within -40..40 deg, so its relative position changes sign too); then the four feet's
-# contacts in leg order (1 <-> 4, 2 <-> 3).
-_JOINTS = [8 + 2 * j + k for j in ANT_ACTION_MIRROR[0] for k in (0, 1)]
-ANT_OBSERVATION_MIRROR = (
-    (0, 1, 2, 3, 4, 5, 6, 7, *_JOINTS, 27, 26, 25, 24),
-    (1, -1, 1, 1, -1, 1, -1, 1, *(s for s in ANT_ACTION_MIRROR[1] for _ in (0, 1)), 1, 1, 1, 1),
-)
+# Observation (WalkerBase.calc_state; envs/spec.py:walker_observation_mirror): the base's components, then per joint
+# in action order its relative position and speed, mirrored as the action (a hip's position is symmetric about 0
+# within -40..40 deg, so its relative position changes sign too), then the four feet's contacts in leg order (1 <-> 4,
+# 2 <-> 3).
+ANT_OBSERVATION_MIRROR = walker_observation_mirror(ANT_ACTION_MIRROR, foot_mirror=(3, 2, 1, 0))
 
 ANT_SPEC = WalkerSpec(
     mjcf_file="ant.xml",

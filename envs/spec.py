@@ -83,3 +83,29 @@ class WalkerSpec:
                 f"torso_link and root_joints go together (a torso carried by root joints), got torso_link="
                 f"{self.torso_link!r}, root_joints={self.root_joints}"
             )
+
+
+#: The signs of the first 8 observation components of pybullet_envs' WalkerBase.calc_state under a left-right mirror:
+#: z - initial z (kept), the angle to the target's sine (changes sign) and cosine, the heading frame's forward, sideways
+#: (changes sign) and vertical speed, roll (changes sign) and pitch.
+WALKER_BASE_MIRROR_SIGN = (1, -1, 1, 1, -1, 1, -1, 1)
+
+
+def walker_observation_mirror(
+    action_mirror: tuple[tuple[int, ...], tuple[int, ...]], foot_mirror: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The observation mirror of a WalkerBase task (``mirrored[i] = sign[i] * x[index[i]]``), from its action mirror.
+
+    The observation is the 8 base components (:data:`WALKER_BASE_MIRROR_SIGN`), then per joint in action order its
+    relative position and speed, each mirrored as the joint's action, then the feet's contacts.
+
+    Args:
+        action_mirror: (index, sign) of the actions, one per joint.
+        foot_mirror: Which foot each foot's contact is taken from (its index among the feet); contacts keep their sign.
+    """
+    index, sign = action_mirror
+    feet = 8 + 2 * len(index)
+    return (
+        (*range(8), *(8 + 2 * j + k for j in index for k in (0, 1)), *(feet + f for f in foot_mirror)),
+        (*WALKER_BASE_MIRROR_SIGN, *(s for s in sign for _ in (0, 1)), *(1 for _ in foot_mirror)),
+    )

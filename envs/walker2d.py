@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from robosafe_tasks.base import LocomotionEnv
 from robosafe_tasks.hopper import HopperEnv
-from robosafe_tasks.spec import StateLimits, WalkerSpec
+from robosafe_tasks.spec import StateLimits, WalkerSpec, walker_observation_mirror
 
 WALKER2D_LIMITS = StateLimits(
     # As the Hopper's (the same torso): below the floor is passing through it; measured up to 1.25 m.
@@ -44,13 +44,10 @@ WALKER2D_REWARD_BOUND = 300.0
 # it is, and the symmetry is the swap of two identical legs, joint for joint with the same angles (+1). Action order
 # thigh, leg, foot, then the left leg's:
 WALKER2D_ACTION_MIRROR = ((3, 4, 5, 0, 1, 2), (1,) * 6)
-# Observation (as the Ant's, envs/ant.py): the angle to the target's sine, the sideways speed and the roll, which the
-# planar walker keeps at 0, are given the Ant's signs; then the joints as the actions (position and speed each), then
-# the two feet.
-WALKER2D_OBSERVATION_MIRROR = (
-    (*range(8), *(8 + 2 * j + k for j in WALKER2D_ACTION_MIRROR[0] for k in (0, 1)), 21, 20),
-    (1, -1, 1, 1, -1, 1, -1, 1, *(1,) * 12, 1, 1),
-)
+# Observation (as the Ant's, envs/spec.py:walker_observation_mirror): the angle to the target's sine, the sideways speed
+# and the roll, which the planar walker keeps at 0, are given the Ant's signs; then the joints as the actions (position
+# and speed each), then the two feet.
+WALKER2D_OBSERVATION_MIRROR = walker_observation_mirror(WALKER2D_ACTION_MIRROR, foot_mirror=(1, 0))
 
 WALKER2D_SPEC = WalkerSpec(
     mjcf_file="walker2d.xml",
