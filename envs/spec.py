@@ -102,6 +102,9 @@ def walker_observation_mirror(
     Args:
         action_mirror: (index, sign) of the actions, one per joint.
         foot_mirror: Which foot each foot's contact is taken from (its index among the feet); contacts keep their sign.
+
+    Returns:
+        (index, sign), each of length 8 + 2 * joints + feet.
     """
     index, sign = action_mirror
     feet = 8 + 2 * len(index)

@@ -15,7 +15,7 @@ from typing import TextIO
 
 import gymnasium
 
-from robo_safe_rl.bridge.mirror import Mirror
+from robo_safe_rl.bridge.env_batch import EnvInfo
 from robo_safe_rl.config.compose import compose, config_source
 from robo_safe_rl.errors import ConfigError
 
@@ -57,13 +57,19 @@ def task_row(name: str) -> TaskRow:
         problem = f"not registered ({err}); `import robosafe_tasks` registers it"
         return TaskRow(name, env_id, None, None, problem=problem)
     try:
-        sizes = gymnasium.spaces.flatdim(env.observation_space), gymnasium.spaces.flatdim(env.action_space)
-        try:
-            mirror: bool | None = Mirror.of(env.unwrapped, *sizes) is not None
-        except ConfigError as err:
-            return TaskRow(name, env_id, *sizes, problem=str(err))
+        return env_row(name, env)
     finally:
         env.close()
+
+
+def env_row(name: str, env: gymnasium.Env) -> TaskRow:
+    """The row of task ``name`` from its made env: its sizes, and its mirror as the trainer reads it."""
+    env_id = env.spec.id if env.spec is not None else "?"
+    sizes = gymnasium.spaces.flatdim(env.observation_space), gymnasium.spaces.flatdim(env.action_space)
+    try:
+        mirror = EnvInfo.of(env).mirror is not None
+    except ConfigError as err:
+        return TaskRow(name, env_id, *sizes, problem=str(err))
     return TaskRow(name, env_id, *sizes, mirror=mirror)
 
 

@@ -16,11 +16,13 @@ from typing import Any
 import torch
 import torch.nn as nn
 from rsl_rl.extensions import Symmetry
+from rsl_rl.modules.distribution import BetaDistribution, GaussianDistribution
 from tensordict import TensorDict
 
 from robo_safe_rl.bridge.mirror import Mirror, SignedPermutation
 from robo_safe_rl.config.agent import SymmetryConfig
 from robo_safe_rl.errors import ConfigError
+from robo_safe_rl.training.gsde import StateDependentNoiseDistribution
 
 #: What rsl-rl resolves ``symmetry_cfg["data_augmentation_func"]`` to.
 MIRROR_BATCH = "robo_safe_rl.training.symmetry:mirror_batch"
@@ -76,12 +78,32 @@ def mirror_batch(
     return obs, actions
 
 
+#: Distributions whose ``mean`` after a stochastic forward pass is what the deterministic forward pass returns
+#: (``deterministic_output``): rsl-rl's Gaussian (and its heteroscedastic subclass) and Beta, and the project's gSDE.
+#: rsl-rl's base class only says the deterministic output is "typically" the mean, so another distribution is not
+#: assumed to be one of them.
+MEAN_IS_OUTPUT = (GaussianDistribution, BetaDistribution, StateDependentNoiseDistribution)
+
+
+def reports_from_forward(symmetry: Symmetry | None, actor: Any) -> bool:
+    """Whether the update can report the mirror loss with :func:`reported_mirror_loss`: the mini-batch augmented (so
+    the forward pass saw the mirrored observations), the loss not learnt from (so it needs no graph), and the actor's
+    distribution one whose mean is its deterministic output (:data:`MEAN_IS_OUTPUT`)."""
+    return (
+        symmetry is not None
+        and symmetry.use_data_augmentation
+        and not symmetry.use_mirror_loss
+        and isinstance(getattr(actor, "distribution", None), MEAN_IS_OUTPUT)
+    )
+
+
 def reported_mirror_loss(symmetry: Symmetry, means: torch.Tensor, original_batch_size: int) -> torch.Tensor:
     """rsl-rl's mirror loss of an augmented mini-batch, detached, as :meth:`Symmetry.compute_loss` reports it when the
     loss is not learnt from, from the action means the update's forward pass already computed over that mini-batch.
 
-    ``compute_loss`` evaluates the actor again on the augmented observations (a forward pass with autograd, its graph
-    then dropped); the actor is deterministic in its means, so ``means`` are those outputs.
+    ``compute_loss`` evaluates the actor again, deterministically, on the augmented observations (a forward pass with
+    autograd, its graph then dropped); for the distributions of :data:`MEAN_IS_OUTPUT` the means of the stochastic
+    forward pass are those outputs, bit for bit.
 
     Args:
         symmetry: The extension (its ``data_augmentation_func`` and ``env``).

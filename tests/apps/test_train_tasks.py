@@ -100,15 +100,23 @@ def test_tool_lists_tasks_without_making_a_run_directory(tmp_path: Path) -> None
 
 
 def test_a_task_whose_mirror_is_refused_is_listed_with_the_reason() -> None:
-    from robo_safe_rl.apps.task_list import TaskRow, format_rows
+    import gymnasium
 
-    problem = "BadEnv declares a mirror without action_mirror: expected both or neither"
-    text = format_rows(
-        [TaskRow("ant", "RoboSafe/Ant-v0", 28, 8, mirror=True), TaskRow("bad", "Bad-v0", 4, 2, problem=problem)]
-    )
-    assert table_rows(text) == [
+    from robo_safe_rl.apps.task_list import env_row, format_rows
+
+    env = gymnasium.make("RoboSafe/Ant-v0", disable_env_checker=True)
+    try:
+        good = env_row("ant", env)
+        env.unwrapped.action_mirror = None  # half a declaration, which the trainer refuses
+        bad = env_row("ant", env)
+    finally:
+        env.close()
+    assert good.mirror is True and good.problem is None
+    assert bad.mirror is None
+    assert bad.problem == "AntEnv declares a mirror without action_mirror: expected both or neither"
+    assert table_rows(format_rows([good, bad])) == [
         ["task", "gymnasium", "id", "observation", "action", "mirror"],
         ["ant", "RoboSafe/Ant-v0", "28", "8", "yes"],
-        ["bad", "Bad-v0", "4", "2", "?"],
-        ["bad:", *problem.split()],
+        ["ant", "RoboSafe/Ant-v0", "28", "8", "?"],
+        ["ant:", *bad.problem.split()],
     ]

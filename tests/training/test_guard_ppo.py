@@ -131,11 +131,22 @@ def mirror(env: Any, obs: TensorDict | None = None, actions: torch.Tensor | None
     return mirrored_obs, None if actions is None else torch.cat([actions, -actions])
 
 
-def test_symmetry_runs_through_the_guard_bitwise() -> None:
+@pytest.mark.parametrize("mixed_precision", [False, True])
+@pytest.mark.parametrize("mirror_loss", [True, False])
+def test_symmetry_runs_through_the_guard_bitwise(mirror_loss: bool, mixed_precision: bool) -> None:
+    # With the mirror loss only reported (False), SafePPO's addition (9) computes it from the update's own forward
+    # pass where rsl-rl runs a second one: the logged `symmetry` term must still be rsl-rl's, bit for bit.
     def cfg() -> dict[str, Any]:
-        return {"env": None, "data_augmentation_func": mirror, "use_data_augmentation": True, "use_mirror_loss": True}
+        return {
+            "env": None,
+            "data_augmentation_func": mirror,
+            "use_data_augmentation": True,
+            "use_mirror_loss": mirror_loss,
+            "mirror_loss_coeff": 1.0,
+        }
 
-    plain, guarded = build(PPO, symmetry_cfg=cfg()), build(symmetry_cfg=cfg())
+    plain = build(PPO, symmetry_cfg=cfg(), use_mixed_precision=mixed_precision)
+    guarded = build(symmetry_cfg=cfg(), use_mixed_precision=mixed_precision)
     losses = train(guarded)
     assert losses == train(plain) and all("symmetry" in loss for loss in losses)
     assert_bitwise(snapshot(guarded), snapshot(plain))
