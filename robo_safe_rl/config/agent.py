@@ -110,9 +110,19 @@ class SymmetryConfig:
     and the mirror of its mean action at the original."""
     mirror_loss_coeff: float = 0.0
     """Weight of the mirror loss in PPO's loss, > 0 with ``use_mirror_loss``."""
+    mirror_normalization: bool = False
+    """Addition (not rsl-rl's): the observation normalisers learn from each rollout and its mirror image, so that their
+    statistics are the mirror's own (a mirrored observation normalises to the mirror of the normalised original); off,
+    they learn from the rollout alone, as in rsl-rl. Needs one of the two uses above."""
 
     def __post_init__(self) -> None:
         float_in("algorithm.symmetry_cfg.mirror_loss_coeff", self.mirror_loss_coeff, 0.0, 1.0e3)
+        require(
+            not self.mirror_normalization or self.use_data_augmentation or self.use_mirror_loss,
+            "algorithm.symmetry_cfg.mirror_normalization",
+            self.mirror_normalization,
+            "false without use_data_augmentation or use_mirror_loss (no symmetry extension to mirror with)",
+        )
         require(
             not self.use_mirror_loss or self.mirror_loss_coeff > 0.0,
             "algorithm.symmetry_cfg.mirror_loss_coeff",

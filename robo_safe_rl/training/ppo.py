@@ -2,8 +2,8 @@
 
 rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.ppo:SafePPO``); the extra keys
 ``grad_guard`` (``safety.grad_guard``), ``grad_faults`` (``faults.grad``), ``dump_dir``, ``clip_param_final``,
-``entropy_coef_final``, ``critic_learning_rate`` and ``schedule_iterations`` reach ``__init__``.
-:meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with nine additions, marked ``(n)`` in the code:
+``entropy_coef_final``, ``critic_learning_rate``, ``mirror_normalization`` and ``schedule_iterations`` reach
+``__init__``. :meth:`SafePPO.update` is rsl-rl 5.5's ``PPO.update`` with ten additions, marked ``(n)`` in the code:
 
 1. **Fire drill** (``faults.grad``): a NaN return in a copy of the mini-batch makes the loss NaN through the PPO maths
    below it; a gradient element is overwritten right after backward, where a bad op would have produced it.
@@ -36,6 +36,12 @@ rsl-rl builds it from the algorithm dict (``class_name: robo_safe_rl.training.pp
    (:func:`~robo_safe_rl.training.symmetry.reported_mirror_loss`), for the distributions whose mean is their
    deterministic output; measured at 13% of the Ant's update on the 2-core EPYC. With the mirror loss learnt from, or
    another distribution, rsl-rl's ``compute_loss`` runs as it is.
+10. **The mirrored normaliser statistics** (``algorithm.symmetry_cfg.mirror_normalization``): after the mini-batches
+    the actor's and the critic's observation normalisers learn from the rollout followed by its mirror image (the
+    symmetry extension's augmentation function), not from the rollout alone. rsl-rl's running mean and variance are
+    then the mirror's own: a component the mirror negates has mean 0, two it swaps share mean and std, so normalising
+    a mirrored observation gives the mirror of the normalised original, and the augmented mini-batches the networks
+    learn from are mirror images in the space they see. Without the option the normalisers learn as in rsl-rl.
 
 With mode ``off`` and no drill, the update is rsl-rl's: bitwise the same weights and losses.
 """
@@ -118,6 +124,7 @@ class SafePPO(PPO):
         entropy_coef_final: float | None = None,
         schedule_iterations: int | None = None,
         critic_learning_rate: float | None = None,
+        mirror_normalization: bool = False,
         **kwargs: Any,
     ) -> None:
         """Args:
@@ -136,11 +143,13 @@ class SafePPO(PPO):
             ``clip_param_final`` or ``entropy_coef_final``.
         critic_learning_rate: ``algorithm.critic_learning_rate``: the critic's constant rate, in a parameter group
             of its own (8); None keeps rsl-rl's one group and one rate.
+        mirror_normalization: ``algorithm.symmetry_cfg.mirror_normalization``: the normalisers also learn from the
+            rollout's mirror image (10); needs ``symmetry_cfg``.
         **kwargs: rsl-rl PPO's keyword arguments (``device``, ``multi_gpu_cfg``, ``learning_rate``, ...).
 
         Raises:
-            ConfigError: On a bad guard or fault config (naming the key), the guard combined with RND, or a schedule
-                without its iterations.
+            ConfigError: On a bad guard or fault config (naming the key), the guard combined with RND, a schedule
+                without its iterations, or ``mirror_normalization`` without a symmetry extension.
         """
         for key, final in (("clip_param_final", clip_param_final), ("entropy_coef_final", entropy_coef_final)):
             if final is not None and (schedule_iterations is None or schedule_iterations < 1):
@@ -157,6 +166,14 @@ class SafePPO(PPO):
                 "optimizer. Hint: set safety.grad_guard.mode=off or drop rnd_cfg"
             )
         super().__init__(actor, critic, storage, *args, **kwargs)
+        if mirror_normalization and self.symmetry is None:
+            raise ConfigError(
+                "invalid config value algorithm.symmetry_cfg.mirror_normalization=true without a symmetry extension: "
+                "expected symmetry_cfg with use_data_augmentation or use_mirror_loss (the mirror comes from its "
+                "data_augmentation_func)"
+            )
+        #: (10) Whether the normalisers learn from each rollout's mirror image too.
+        self.mirror_normalization = mirror_normalization
         #: (8) The critic's constant rate, or None: one rate (the schedule's) for both networks, as in rsl-rl.
         self.critic_learning_rate = critic_learning_rate
         if critic_learning_rate is not None:
@@ -402,6 +419,8 @@ class SafePPO(PPO):
 
         # Update the normalizers
         obs = self.storage.observations.flatten(0, 1)
+        if self.mirror_normalization:  # (10) ... from the rollout and its mirror image
+            obs, _ = self.symmetry.data_augmentation_func(env=self.symmetry.env, obs=obs, actions=None)
         self.actor.update_normalization(obs)  # type: ignore
         self.critic.update_normalization(obs)  # type: ignore
         if self.rnd:

@@ -102,6 +102,7 @@ def build_rsl_rl_cfg(cfg: TrainConfig, run_dir: str) -> dict[str, Any]:
             "class_name": SAFE_PPO,
             **_plain(cfg.algorithm),
             "symmetry_cfg": symmetry_cfg(cfg.algorithm.symmetry_cfg),
+            "mirror_normalization": cfg.algorithm.symmetry_cfg.mirror_normalization,
             "grad_guard": _plain(cfg.safety.grad_guard),
             "grad_faults": _plain(cfg.faults.grad),
             "dump_dir": run_dir,
