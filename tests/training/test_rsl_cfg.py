@@ -50,7 +50,7 @@ def test_every_key_lands_at_its_path_in_rsl_rls_dict(preset: str) -> None:
             expected = [max(expected[0], _at(config, "actor.distribution_cfg.std_floor")), expected[1]]
         assert _at(train, rest if section == "runner" else key) == expected, key
         checked += 1
-    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 16 algorithm (symmetry_cfg's 3 apart), 11 actor
+    # Counted in config/agent.py: 11 runner keys (logger apart: 10), 16 algorithm (symmetry_cfg's 4 apart), 11 actor
     # (7 of them in distribution_cfg, 4 of those the choice of distribution, gSDE's and the floor), 4 critic.
     assert checked == 10 + 16 + (11 - 4) + 4
     assert set(train["actor"]["distribution_cfg"]) == {"class_name", "init_std", "std_type", "std_range"}
@@ -60,12 +60,17 @@ def test_symmetry_reaches_rsl_rl_only_when_used() -> None:
     off = "algorithm.symmetry_cfg.use_data_augmentation=false"  # the Ant's recipe (the default task) turns it on
     assert build_rsl_rl_cfg(_cfg(off), "unused")["algorithm"]["symmetry_cfg"] is None  # rsl-rl builds no extension
     on = [off, "algorithm.symmetry_cfg.use_mirror_loss=true", "algorithm.symmetry_cfg.mirror_loss_coeff=0.5"]
-    assert build_rsl_rl_cfg(_cfg(*on), "unused")["algorithm"]["symmetry_cfg"] == {
+    algorithm = build_rsl_rl_cfg(_cfg(*on), "unused")["algorithm"]
+    assert algorithm["symmetry_cfg"] == {
         "data_augmentation_func": "robo_safe_rl.training.symmetry:mirror_batch",
         "use_data_augmentation": False,
         "use_mirror_loss": True,
         "mirror_loss_coeff": 0.5,
     }
+    # The project's addition goes to SafePPO, not into rsl-rl's Symmetry (which takes no such keyword).
+    assert algorithm["mirror_normalization"] is False
+    over = [*on, "algorithm.symmetry_cfg.mirror_normalization=true"]
+    assert build_rsl_rl_cfg(_cfg(*over), "unused")["algorithm"]["mirror_normalization"] is True
 
 
 def test_gsde_gets_its_own_class_and_keys() -> None:
