@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from benchmarks.runs import finished_run, machine_record, this_machine, train
 from robo_safe_rl.rundir import RunDir
 
@@ -32,7 +34,7 @@ def test_a_completed_run_of_the_same_command_is_reused_and_any_other_trained_aga
     assert json.loads(record.read_text(encoding="utf-8")) == this_machine()
     assert finished_run(run_dir, command) == second
     # Trained again (None): a run recorded on another machine (here another CPU model), one that did not complete,
-    # one without a machine record.
+    # one trained with another configuration, one without a machine record.
     mine = record.read_text(encoding="utf-8")
     record.write_text(json.dumps({**this_machine(), "cpu": "another CPU"}), encoding="utf-8")
     assert finished_run(run_dir, command) is None
@@ -41,6 +43,15 @@ def test_a_completed_run_of_the_same_command_is_reused_and_any_other_trained_aga
     files.summary_path.write_text(json.dumps({**second, "status": "stopped"}), encoding="utf-8")
     assert finished_run(run_dir, command) is None
     files.summary_path.write_text(json.dumps(second), encoding="utf-8")
+    assert finished_run(run_dir, command) == second
+    # ... one whose saved configuration is not what the command composes now: the same overrides over an edited agent
+    # file (here the run's record has one learning epoch more than configs/ gives the task).
+    config = files.config_path.read_text(encoding="utf-8")
+    edited = OmegaConf.create(config)
+    edited.algorithm.num_learning_epochs += 1
+    files.config_path.write_text(OmegaConf.to_yaml(edited), encoding="utf-8")
+    assert finished_run(run_dir, command) is None
+    files.config_path.write_text(config, encoding="utf-8")
     assert finished_run(run_dir, command) == second
     record.unlink()
     assert finished_run(run_dir, command) is None

@@ -716,8 +716,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reuse",
         action="store_true",
-        help=f"{list(TASK_SECTIONS)}: take each run that a previous bench completed with the same command on this "
-        "machine (in logs/) instead of training it again, so that a bench stopped part way goes on where it stopped",
+        help=f"{list(TASK_SECTIONS)}: take each run that a previous bench completed with the same command and "
+        "configuration on this machine (in logs/) instead of training it again, so that a bench stopped part way goes "
+        "on where it stopped",
     )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]

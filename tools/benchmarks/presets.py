@@ -89,7 +89,8 @@ def bench_presets(
         budget: Per task, the overrides of its comparison runs beyond ``task=`` and ``algo=`` (its iterations).
         drill_overrides: The drill runs' overrides beyond ``algo=``, the seed and the drill (their task and budget);
             ``None``: no drill runs.
-        reuse: Take the runs a previous bench completed with the same commands (:func:`benchmarks.runs.train`).
+        reuse: Take the runs a previous bench completed with the same commands and configurations
+            (:func:`benchmarks.runs.train`).
 
     Returns:
         ``compare[task][preset]``: its ``runs`` (:class:`LearningRun`, in seed order), ``final_return`` (statistics

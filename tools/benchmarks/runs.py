@@ -56,6 +56,7 @@ def scalars(run_dir: Path, tag: str) -> list[tuple[int, float, float]]:
 #: and cores and the library versions; not the date or the kernel build, which change between machines of one model.
 MACHINE_KEYS = ("cpu", "cores", "python", "torch", "numpy", "pybullet_api", "cuda")
 MACHINE_RECORD_MAX_CHARS = 65_536
+CONFIG_RECORD_MAX_CHARS = 1 << 20
 
 
 @functools.cache
@@ -78,8 +79,9 @@ def train(repo: Path, run_dir: Path, overrides: list[str], log: Path, reuse: boo
     """Train with ``tools/train.py`` into ``run_dir`` (a previous benchmark's run there is replaced) and return the
     run's summary; the machine it trained on is recorded beside it (:func:`machine_record`).
 
-    With ``reuse``, a run already in ``run_dir`` that completed the same command on this machine (:func:`finished_run`)
-    is taken as it is instead: a bench of hours that stopped part way goes on from the runs it finished.
+    With ``reuse``, a run already in ``run_dir`` that completed the same command and configuration on this machine
+    (:func:`finished_run`) is taken as it is instead: a bench of hours that stopped part way goes on from the runs it
+    finished.
 
     Raises:
         RuntimeError: If training refused the configuration (exit 2), naming the log.
@@ -99,9 +101,14 @@ def train(repo: Path, run_dir: Path, overrides: list[str], log: Path, reuse: boo
 
 def finished_run(run_dir: Path, overrides: list[str]) -> dict[str, Any] | None:
     """The summary of the run in ``run_dir`` if it completed, Hydra recorded exactly ``overrides`` for it (in order:
-    the command a bench would run again) and it trained on this machine (:func:`machine_record`); else ``None``. A
-    run that stopped, ran another command, trained elsewhere or has no machine record does not count: the bench trains
-    it again."""
+    the command a bench would run again), the configuration it saved is the one those overrides compose now
+    (:func:`composed_config`), and it trained on this machine (:func:`machine_record`); else ``None``. A run that
+    stopped, ran another command or another configuration, trained elsewhere or has no machine record does not count:
+    the bench trains it again.
+
+    The configuration matters beside the command: the same overrides over an edited agent file (a value under test)
+    are another run, and a bench that took it would put rows of two configurations in one table.
+    """
     files = RunDir(run_dir)
     if files.read_overrides() != list(overrides):
         return None
@@ -109,11 +116,29 @@ def finished_run(run_dir: Path, overrides: list[str]) -> dict[str, Any] | None:
         summary = files.read_summary()
         with open(machine_record(run_dir), encoding="utf-8") as f:
             recorded = json.loads(f.read(MACHINE_RECORD_MAX_CHARS))  # a few hundred; a longer file fails to parse
+        with open(files.config_path, encoding="utf-8") as f:
+            saved_config = f.read(CONFIG_RECORD_MAX_CHARS)  # a few kB; a longer one is no run of the command
     except (ConfigError, OSError, UnicodeDecodeError, ValueError):
         return None
-    if recorded != this_machine():
+    if recorded != this_machine() or summary.get("status") != "completed":
         return None
-    return summary if summary.get("status") == "completed" else None
+    return summary if saved_config == composed_config(overrides) else None
+
+
+def composed_config(overrides: list[str]) -> str | None:
+    """The ``config.yaml`` that ``tools/train.py`` would write for ``overrides`` today (the composed configuration,
+    resolved, as ``RunDir.write_config`` writes it); ``None`` if they no longer compose. Composed in this process,
+    which reads the configs that a ``tools/train.py`` started from it reads (``robo_safe_rl.config.compose``)."""
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from robo_safe_rl.config.compose import compose
+
+    try:
+        return OmegaConf.to_yaml(OmegaConf.to_container(compose(list(overrides)), resolve=True))
+    except (HydraException, OmegaConfBaseException, ConfigError):
+        return None
 
 
 def curve(run_dir: Path, summary: dict[str, Any], tag: str = "Episode/return") -> list[CurvePoint]:
