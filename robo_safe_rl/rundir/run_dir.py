@@ -173,7 +173,12 @@ class RunDir:
 
     def write_config(self, resolved: dict[str, Any]) -> None:
         """Write the resolved configuration as ``config.yaml`` (atomically)."""
-        self._write(self.config_path, OmegaConf.to_yaml(resolved))
+        self._write(self.config_path, self.config_text(resolved))
+
+    @staticmethod
+    def config_text(resolved: dict[str, Any]) -> str:
+        """``config.yaml``'s text for a resolved configuration: what a bench compares a saved run's file with."""
+        return OmegaConf.to_yaml(resolved)
 
     def read_config(self) -> dict[str, Any] | None:
         """The resolved configuration as plain data; ``None`` when absent or unreadable."""

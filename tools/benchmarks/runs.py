@@ -127,7 +127,7 @@ def finished_run(run_dir: Path, overrides: list[str]) -> dict[str, Any] | None:
 
 def composed_config(overrides: list[str]) -> str | None:
     """The ``config.yaml`` that ``tools/train.py`` would write for ``overrides`` today (the composed configuration,
-    resolved, as ``RunDir.write_config`` writes it); ``None`` if they no longer compose. Composed in this process,
+    resolved, in :meth:`RunDir.config_text`); ``None`` if they no longer compose. Composed in this process,
     which reads the configs that a ``tools/train.py`` started from it reads (``robo_safe_rl.config.compose``)."""
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -136,7 +136,7 @@ def composed_config(overrides: list[str]) -> str | None:
     from robo_safe_rl.config.compose import compose
 
     try:
-        return OmegaConf.to_yaml(OmegaConf.to_container(compose(list(overrides)), resolve=True))
+        return RunDir.config_text(OmegaConf.to_container(compose(list(overrides)), resolve=True))
     except (HydraException, OmegaConfBaseException, ConfigError):
         return None
 
