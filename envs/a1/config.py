@@ -178,6 +178,34 @@ TERM_NAMES: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
+class WeightChange:
+    """One term of the reward-weight curriculum (Isaac Lab's ``mdp.modify_reward_weight``, with an optional ramp).
+
+    The term keeps its ``rewards`` weight for the env's first ``num_steps`` policy steps (counted over all its
+    episodes: Isaac Lab's ``common_step_counter``), then takes ``weight``: at once when ``ramp_steps`` is 0, as
+    Isaac Lab does, else along a straight line reached ``ramp_steps`` steps later.
+
+    Attributes:
+        weight: The term's weight once the change is complete.
+        num_steps: Policy steps of the env before the change starts (at 24 steps per env an iteration, iteration x 24).
+        ramp_steps: Policy steps over which the weight moves from its ``rewards`` value to ``weight``.
+    """
+
+    weight: float = 0.0
+    num_steps: int = 0
+    ramp_steps: int = 0
+
+    def weight_at(self, start: float, steps: int) -> float:
+        """The weight after ``steps`` policy steps of a term whose ``rewards`` weight is ``start``."""
+        past = steps - self.num_steps
+        if past <= 0:
+            return start
+        if past >= self.ramp_steps:
+            return self.weight
+        return start + (self.weight - start) * past / self.ramp_steps
+
+
+@dataclass(frozen=True)
 class TerminationConfig:
     """When an episode terminates (the 20 s time-out is the registration's truncation).
 
@@ -206,6 +234,27 @@ class A1Config:
     terminations: TerminationConfig = field(default_factory=TerminationConfig)
     obs_noise: bool = True
     """Add Isaac Lab's uniform observation noise (``enable_corruption``; off to evaluate)."""
+    curriculum: Mapping[str, WeightChange] = field(default_factory=dict)
+    """Reward term name -> :class:`WeightChange` (Isaac Lab's ``CurriculumCfg`` of ``modify_reward_weight`` terms).
+    The clock is the env's own step count: an env made anew (a resumed run, a restarted env worker) starts it at 0
+    again, as Isaac Lab's ``common_step_counter`` does on a resumed run."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.curriculum) - set(TERM_NAMES))
+        if unknown:
+            raise ValueError(f"env_kwargs.curriculum: unknown reward terms {unknown}; valid terms: {list(TERM_NAMES)}")
+
+    def weights_at(self, steps: int) -> dict[str, float]:
+        """Term name -> weight after ``steps`` policy steps of the env (the ``rewards`` weights moved by the
+        curriculum)."""
+        weights = self.rewards.weights()
+        for name, change in self.curriculum.items():
+            weights[name] = change.weight_at(weights[name], steps)
+        return weights
+
+    def curriculum_end(self) -> int:
+        """The step count from which no weight changes any more (0 without a curriculum)."""
+        return max((c.num_steps + c.ramp_steps for c in self.curriculum.values()), default=0)
 
 
 def build(cls: type, values: Mapping[str, Any] | None, where: str, base: Any = None) -> Any:
@@ -241,6 +290,12 @@ def build(cls: type, values: Mapping[str, Any] | None, where: str, base: Any = N
         key = f"{where}.{name}"
         if dataclasses.is_dataclass(default):
             kwargs[name] = build(type(default), value, key, default)
+        elif isinstance(default, Mapping):
+            # The curriculum: names chosen by the user, each a WeightChange (the names are checked by A1Config).
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{key} must be a mapping of reward term -> {{weight, num_steps, ramp_steps}}, "
+                                 f"got {value!r}")  # fmt: skip
+            kwargs[name] = {str(k): _weight_change(v, f"{key}.{k}") for k, v in value.items()}
         elif isinstance(default, tuple):
             # Any sequence: a list, a tuple, or an OmegaConf ListConfig from a task YAML read as it is.
             pair = tuple(value) if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else None
@@ -256,6 +311,14 @@ def build(cls: type, values: Mapping[str, Any] | None, where: str, base: Any = N
                 raise ValueError(f"{key} must be a finite {type(default).__name__}, got {value!r}")
             kwargs[name] = type(default)(value)
     return dataclasses.replace(defaults, **kwargs)
+
+
+def _weight_change(value: Any, where: str) -> WeightChange:
+    change = build(WeightChange, value, where)
+    for name in ("num_steps", "ramp_steps"):
+        if getattr(change, name) < 0:
+            raise ValueError(f"{where}.{name} must be >= 0, got {getattr(change, name)}")
+    return change
 
 
 def _is_real(value: Any) -> bool:

@@ -97,8 +97,12 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         clip = ctl.action_clip
         self.action_space = gymnasium.spaces.Box(-clip, clip, (12,), np.float32)
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (48,), np.float32)
-        self._terms = rewards.active_terms(self.cfg.rewards)
-        #: Names of the reward terms computed (non-zero weight), in the order of ``info["reward_terms"]``.
+        self._terms = rewards.active_terms(self.cfg.rewards.weights(), self.cfg.curriculum)
+        #: Policy steps since the env was made, over all its episodes: the curriculum's clock.
+        self.common_step_counter = 0
+        self._curriculum_end = self.cfg.curriculum_end()
+        #: Names of the reward terms computed (non-zero weight, or a curriculum), in the order of
+        #: ``info["reward_terms"]``.
         self.reward_terms: tuple[str, ...] = tuple(name for name, _ in self._terms)
         self._penalty_index = (
             self.reward_terms.index("termination_penalty") if "termination_penalty" in self.reward_terms else None
@@ -218,7 +222,11 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
             raise ValueError(f"action must have shape (12,), got {a.shape}")
         self.raw_step(a)
         self._elapsed_steps += 1
+        self.common_step_counter += 1
         w, cfg, dt = self._world, self.cfg, self.step_dt
+        if self.common_step_counter <= self._curriculum_end + 1:
+            weights = cfg.weights_at(self.common_step_counter)
+            self._terms = [(name, weights[name]) for name, _ in self._terms]
         query = w.query()
         self._last_query = query
         pos, orn, lin, ang, _ = query

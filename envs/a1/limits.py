@@ -32,7 +32,8 @@ A1_LIMITS = StateLimits(
 def reward_bound(cfg: A1Config, limits: StateLimits) -> float:
     """Bound on ``|reward|`` of one step for any state within ``limits`` and an action in the action space.
 
-    Each active term's largest magnitude times ``|weight| * step_dt``, summed:
+    Each active term's largest magnitude times ``|weight| * step_dt``, summed (the larger weight of a term a
+    curriculum changes):
 
     - tracking kernels: 1; flat orientation: 1 (a unit vector's xy part); thigh contacts: 4;
     - vertical speed^2 <= base_speed^2; roll and pitch rate^2 <= base_angular_speed^2;
@@ -69,5 +70,9 @@ def reward_bound(cfg: A1Config, limits: StateLimits) -> float:
         "dof_pos_limits": 12 * 2 * math.pi,
         "termination_penalty": 1.0,
     }
-    total = sum(abs(weight) * largest[name] * ctl.step_dt for name, weight in r.weights().items())
+    # A curriculum moves a weight between its rewards value and its final one: the larger of the two bounds it.
+    weights = {name: abs(weight) for name, weight in r.weights().items()}
+    for name, change in cfg.curriculum.items():
+        weights[name] = max(weights[name], abs(change.weight))
+    total = sum(weight * largest[name] * ctl.step_dt for name, weight in weights.items())
     return 2.0 * max(total, 1e-6)

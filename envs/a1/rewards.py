@@ -8,7 +8,7 @@ Every function returns the raw term (before weight and ``step_dt``); :func:`weig
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,9 +148,14 @@ TERMS: dict[str, Callable[[StepState, RewardConfig], float]] = {
 }
 
 
-def active_terms(cfg: RewardConfig) -> list[tuple[str, float]]:
-    """The terms with a non-zero weight, in order, with their weights; the others are never computed."""
-    return [(name, weight) for name, weight in cfg.weights().items() if weight != 0.0]
+def active_terms(weights: Mapping[str, float], scheduled: Collection[str] = ()) -> list[tuple[str, float]]:
+    """The terms with a non-zero weight or a curriculum, in order, with their weights; the others are never computed.
+
+    Args:
+        weights: Term name -> weight (``RewardConfig.weights()``, or ``A1Config.weights_at``).
+        scheduled: Terms whose weight a curriculum changes: active even while their weight is 0.
+    """
+    return [(name, weight) for name, weight in weights.items() if weight != 0.0 or name in scheduled]
 
 
 def weighted_terms(s: StepState, terms: list[tuple[str, float]], cfg: RewardConfig, dt: float) -> list[float]:
@@ -165,4 +170,5 @@ def weighted_terms(s: StepState, terms: list[tuple[str, float]], cfg: RewardConf
     Returns:
         One value per active term, in order.
     """
-    return [weight * TERMS[name](s, cfg) * dt for name, weight in terms]
+    # A curriculum's term at weight 0 is computed only once its weight moves.
+    return [weight * TERMS[name](s, cfg) * dt if weight != 0.0 else 0.0 for name, weight in terms]

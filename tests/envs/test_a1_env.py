@@ -133,6 +133,10 @@ def test_render_headless_shows_the_robot() -> None:
         ({"rewards": {"lin_vel_z_l2": math.nan}}, r"env_kwargs.rewards.lin_vel_z_l2 must be a finite float"),
         ({"control": {"decimation": 0}}, r"env_kwargs.control.decimation must be >= 1"),
         ({"render_mode": "human"}, r"render_mode must be one of"),
+        ({"curriculum": {"dof_acc": {"weight": -1.0}}}, r"env_kwargs.curriculum: unknown reward terms \['dof_acc'\]"),
+        ({"curriculum": {"dof_acc_l2": {"num_steps": -5}}}, r"env_kwargs.curriculum.dof_acc_l2.num_steps must be >= 0"),
+        ({"curriculum": {"dof_acc_l2": {"weigth": 1.0}}}, r"curriculum.dof_acc_l2: unknown keys \['weigth'\]"),
+        ({"curriculum": {"dof_acc_l2": -1.0}}, r"env_kwargs.curriculum.dof_acc_l2 must be a mapping"),
     ],
 )
 def test_bad_settings_name_their_key(kwargs: dict, message: str) -> None:

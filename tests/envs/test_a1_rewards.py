@@ -87,8 +87,8 @@ def test_each_term_on_a_worked_example(term: str, values: dict, expected: float)
 
 def test_terms_at_rest_and_the_signs_of_their_weights() -> None:
     # Standing level at rest with a zero command tracks perfectly and costs nothing.
-    values = rewards.weighted_terms(state(), rewards.active_terms(CFG), CFG, 0.02)
-    by_name = dict(zip([n for n, _ in rewards.active_terms(CFG)], values, strict=True))
+    values = rewards.weighted_terms(state(), rewards.active_terms(CFG.weights()), CFG, 0.02)
+    by_name = dict(zip([n for n, _ in rewards.active_terms(CFG.weights())], values, strict=True))
     assert by_name.pop("track_lin_vel_xy_exp") == pytest.approx(1.5 * 0.02)  # weight * 1 * dt
     assert by_name.pop("track_ang_vel_z_exp") == pytest.approx(0.75 * 0.02)
     assert all(v == 0.0 for v in by_name.values())
@@ -105,7 +105,7 @@ def test_terms_at_rest_and_the_signs_of_their_weights() -> None:
         last_air_time=np.ones(4),
         thigh_forces=np.full(4, 5.0),
     )
-    terms = rewards.active_terms(CFG)
+    terms = rewards.active_terms(CFG.weights())
     signed = dict(zip([n for n, _ in terms], rewards.weighted_terms(bad, terms, CFG, 0.02), strict=True))
     assert 0.0 < signed["track_lin_vel_xy_exp"] < 1.5 * 0.02
     assert signed["feet_air_time"] == pytest.approx(0.25 * 4 * 0.5 * 0.02)
@@ -138,6 +138,32 @@ def test_reward_bound_is_derived_from_the_weights() -> None:
     default = reward_bound(A1Config(), A1_LIMITS)
     # Far above what random and bang-bang actions earn (|reward| <= 4.1 measured), still far from a bug's 1e30.
     assert 50.0 < default < 1000.0
+
+
+# Worked example: a term at 0 for the env's first 4 steps, then ramped to -0.01 over 2 steps (Isaac Lab's
+# modify_reward_weight has ramp_steps 0: the whole change at once).
+@pytest.mark.parametrize(
+    ("ramp_steps", "expected"),
+    [(0, [0.0] * 4 + [-0.01] * 4), (2, [0.0] * 4 + [-0.005, -0.01, -0.01, -0.01])],
+)
+def test_the_curriculum_changes_a_weight_after_its_steps(ramp_steps: int, expected: list[float]) -> None:
+    change = {"weight": -0.01, "num_steps": 4, "ramp_steps": ramp_steps}
+    env = quiet_a1(rewards={"action_rate_l2": 0.0}, curriculum={"action_rate_l2": change})
+    j = env.reward_terms.index("action_rate_l2")  # active from the start, at weight 0
+    # Actions 0.5, 1.0, 1.5, 2.0 from an episode's last action 0: action_rate_l2 = weight * 12 * 0.5^2 * 0.02 s.
+    rate = 12 * 0.5**2 * 0.02
+    weights = []
+    for episode in range(2):  # the clock runs over episodes: a reset does not restart it
+        env.reset(seed=episode)
+        for step in range(4):
+            _, _, _, _, info = env.step(np.full(12, 0.5 * (step + 1), np.float32))
+            weights.append(info["reward_terms"][j] / rate)
+    np.testing.assert_allclose(weights, expected, rtol=1e-12, atol=1e-15)
+    assert env.common_step_counter == 8
+    # The bound on one step's reward takes the larger weight of the two.
+    plain = build(A1Config, {"rewards": {"action_rate_l2": -0.01}}, "env_kwargs")
+    assert env.reward_bound == pytest.approx(reward_bound(plain, A1_LIMITS))
+    env.close()
 
 
 def test_episode_reward_terms_are_logged_per_episode() -> None:
