@@ -69,6 +69,26 @@ class BuggyEnv(PointMass):
         raise KeyError("a bug in the task")
 
 
+class ClockedEnv(PointMass):
+    """A point mass with a step clock (``common_step_counter``, the attribute a curriculum task keeps: the A1's),
+    shown as the first entry of its observation."""
+
+    def __init__(self, fault_at: int = 0) -> None:
+        super().__init__(fault_at)
+        self.common_step_counter = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        obs, info = super().reset(seed=seed, options=options)
+        obs[0] = self.common_step_counter
+        return obs, info
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.common_step_counter += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        obs[0] = self.common_step_counter
+        return obs, reward, terminated, truncated, info
+
+
 def spec(name: str, **kwargs: Any) -> gym.envs.registration.EnvSpec:
     """An unregistered spec of one of these envs (``name``: the class), with a time limit of 50 steps."""
     return gym.envs.registration.EnvSpec(

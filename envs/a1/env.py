@@ -98,9 +98,11 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self.action_space = gymnasium.spaces.Box(-clip, clip, (12,), np.float32)
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (48,), np.float32)
         self._terms = rewards.active_terms(self.cfg.rewards.weights(), self.cfg.curriculum)
-        #: Policy steps since the env was made, over all its episodes: the curriculum's clock.
+        #: Policy steps the env has taken in the run, over all its episodes: the curriculum's clock. It starts at 0;
+        #: a resumed run's or a restarted worker's env is set to where the run was (``robo_safe_rl``'s env factory).
         self.common_step_counter = 0
         self._curriculum_end = self.cfg.curriculum_end()
+        self._weights_final = not self.cfg.curriculum  # the weights no longer change (or never did)
         #: Names of the reward terms computed (non-zero weight, or a curriculum), in the order of
         #: ``info["reward_terms"]``.
         self.reward_terms: tuple[str, ...] = tuple(name for name, _ in self._terms)
@@ -224,9 +226,10 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self._elapsed_steps += 1
         self.common_step_counter += 1
         w, cfg, dt = self._world, self.cfg, self.step_dt
-        if self.common_step_counter <= self._curriculum_end + 1:
+        if not self._weights_final:
             weights = cfg.weights_at(self.common_step_counter)
             self._terms = [(name, weights[name]) for name, _ in self._terms]
+            self._weights_final = self.common_step_counter > self._curriculum_end
         query = w.query()
         self._last_query = query
         pos, orn, lin, ang, _ = query

@@ -41,6 +41,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from robo_safe_rl.bridge.env_factory import start_clock
 from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.checkpoint.policy import LoadedPolicy, load_policy
 from robo_safe_rl.config.schema import SEED_MAX
@@ -136,17 +137,21 @@ class Evaluation:
         return {**asdict(self), "return": self.return_stats, "length": self.length_stats, "metric": metric}
 
 
-def _run_task(checkpoint: Path) -> tuple[str, dict[str, Any]]:
-    """The env id and keyword arguments of the run that wrote ``checkpoint`` (its saved ``config.yaml``)."""
+def _run_task(checkpoint: Path) -> tuple[str, dict[str, Any], int]:
+    """The env id and keyword arguments of the run that wrote ``checkpoint`` (its saved ``config.yaml``), and its
+    rollout length (``runner.num_steps_per_env``; 0 where the file gives none)."""
     run = RunDir(checkpoint.parent)
-    task = (run.read_config() or {}).get("task")
+    config = run.read_config() or {}
+    task = config.get("task")
     env_id = run.task_env_id()
     if not env_id or not isinstance(task, dict):
         raise ConfigError(f"{run.config_path}: missing or unreadable, or names no task.env_id; it names the task")
     kwargs = task.get("env_kwargs") or {}
     if not isinstance(kwargs, dict):
         raise ConfigError(f"{run.config_path}: task.env_kwargs must be a mapping, got {type(kwargs).__name__}")
-    return env_id, dict(kwargs)
+    runner = config.get("runner")
+    steps = runner.get("num_steps_per_env") if isinstance(runner, dict) else None
+    return env_id, dict(kwargs), steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else 0
 
 
 def evaluate(
@@ -177,12 +182,17 @@ def evaluate(
         raise ConfigError(f"episodes must be in [1, {MAX_EPISODES}], got {episodes}")
     seeds = evaluation_seeds(episodes, split)
     policy = policy if policy is not None else load_policy(path)
-    env_id, kwargs = _run_task(policy.checkpoint)
+    env_id, kwargs, steps_per_env = _run_task(policy.checkpoint)
     result = Evaluation(str(policy.checkpoint), policy.iteration, env_id, seeds)
+    # A task's step clock (its curriculum's) where the checkpoint's training envs had it: the rewards are the ones
+    # the policy was trained on at that point.
+    clock = (policy.iteration + 1) * steps_per_env if policy.iteration is not None else 0
     envs: list[SafeStep] = []
     try:
         for _ in range(episodes):
-            envs.append(SafeStep(gym.make(env_id, **kwargs)))
+            env = gym.make(env_id, **kwargs)
+            start_clock(env, clock)
+            envs.append(SafeStep(env))
         policy.check_spaces(envs[0], env_id)
         _play(policy, envs, seeds, result, progress)
     finally:

@@ -99,8 +99,11 @@ def checkpoint_layout_problem(loaded: object) -> str | None:
     return None
 
 
-def check_resume_layout(value: str, checkpoint: Path) -> None:
+def check_resume_layout(value: str, checkpoint: Path) -> int:
     """Fail before the run directory is made if ``checkpoint`` is not laid out as rsl-rl's ``save`` writes.
+
+    Returns:
+        The checkpoint's iteration (``iter``).
 
     Raises:
         ConfigError: Naming ``resume``, the file and the entry that does not fit.
@@ -116,3 +119,4 @@ def check_resume_layout(value: str, checkpoint: Path) -> None:
             f"invalid config value resume={value!r}: {checkpoint} is not an rsl-rl checkpoint: {problem}; "
             f"expected a dict with {entries}, as tools/train.py saves"
         )
+    return int(loaded["iter"])

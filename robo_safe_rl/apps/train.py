@@ -96,6 +96,15 @@ def resolve_resume(path: str) -> Path:
     Raises:
         ConfigError: If the path does not exist, or the directory holds no clean checkpoint.
     """
+    return resolve_resume_start(path)[0]
+
+
+def resolve_resume_start(path: str) -> tuple[Path, int]:
+    """:func:`resolve_resume`'s checkpoint and the iteration a run resumed from it starts at (its ``iter`` + 1).
+
+    Raises:
+        ConfigError: As :func:`resolve_resume`.
+    """
     from robo_safe_rl.checkpoint.report import Status, inspect_file, resolve_checkpoint
 
     try:
@@ -104,7 +113,7 @@ def resolve_resume(path: str) -> Path:
     except RoboSafeRLError as err:
         raise ConfigError(f"invalid config value resume={path!r}: {err}") from err
     if report.status is Status.CLEAN:
-        check_resume_layout(path, checkpoint)
+        iteration = check_resume_layout(path, checkpoint)
     else:
         bad = [row.name for row in report.nonfinite_rows]
         raise ConfigError(
@@ -112,7 +121,7 @@ def resolve_resume(path: str) -> Path:
             f"({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}); resume from a clean one (find it with "
             f"`python tools/inspect_checkpoint.py {checkpoint.parent}`)"
         )
-    return checkpoint
+    return checkpoint, iteration + 1
 
 
 def seed_everything(seed: int) -> None:
@@ -125,12 +134,13 @@ def seed_everything(seed: int) -> None:
 @dataclass(frozen=True)
 class RunStart:
     """What the checks before a run settled: this process's rank, the device, the checkpoint a resume starts from,
-    and the run directory (made by rank 0)."""
+    the run directory (made by rank 0), and the iteration the run starts at (0, or a resumed run's)."""
 
     rank: int
     device: str
     checkpoint: Path | None
     run_dir: RunDir
+    start_iteration: int = 0
 
 
 def start_run(cfg: TrainConfig) -> RunStart:
@@ -143,12 +153,12 @@ def start_run(cfg: TrainConfig) -> RunStart:
     rank = int(os.environ.get("RANK", "0"))
     device = resolve_device(cfg.device)
     check_task(cfg)
-    checkpoint = resolve_resume(cfg.resume) if cfg.resume is not None else None
+    checkpoint, start_iteration = resolve_resume_start(cfg.resume) if cfg.resume is not None else (None, 0)
     run_dir = RunDir(cfg.run_dir)
     run_dir.check_unused(cfg.resume)
     if rank == 0:
         check_run_dir(run_dir.root)
-    return RunStart(rank, device, checkpoint, run_dir)
+    return RunStart(rank, device, checkpoint, run_dir, start_iteration)
 
 
 def train(
@@ -183,7 +193,15 @@ def train(
     if display is None:
         display = make_display(cfg.display, interval=cfg.display_interval)
     try:
-        vec_env = build_vec_env(cfg, incidents_dir=run_dir.incidents_dir(rank), rank=rank, device=device)
+        # A resumed run's envs have taken num_steps_per_env steps per iteration before it: a task's step clock (a
+        # curriculum's, Isaac Lab's common_step_counter) goes on from there.
+        vec_env = build_vec_env(
+            cfg,
+            incidents_dir=run_dir.incidents_dir(rank),
+            rank=rank,
+            device=device,
+            start_step=start.start_iteration * cfg.runner.num_steps_per_env,
+        )
         runner = SafeRunner(
             vec_env,
             build_rsl_rl_cfg(cfg, str(run_dir.root)),

@@ -234,7 +234,12 @@ class WorkerEnvBatch:
         indices = [self.env_indices[i] for i in rows]
         level = logging.getLogger().getEffectiveLevel()
         cpus = [self._cores[k]] if k in self._cores else self.cpus
-        self._pool.launch(k, rows, (self.factory, indices, part, cpus, f"env worker {k}", level, self.worker_spin_s[k]))
+        factory = self.factory
+        after = getattr(factory, "after", None)
+        if self._steps and after is not None:
+            # A restarted worker's envs go on with the run's step clock (a task's curriculum), not from its start.
+            factory = after(self._steps)
+        self._pool.launch(k, rows, (factory, indices, part, cpus, f"env worker {k}", level, self.worker_spin_s[k]))
 
     def _ready(self, reply: bytes) -> list[EnvInfo]:
         message = _unpack(reply)

@@ -48,9 +48,10 @@ def check_task_registered(cfg: TrainConfig) -> None:
         ) from err
 
 
-def task_env_factory(cfg: TrainConfig) -> TaskEnvFactory:
-    """The factory of the run's envs (the task id must be registered)."""
-    return TaskEnvFactory.from_config(gym.spec(cfg.task.env_id), cfg.task, cfg.safety.step, cfg.faults.env)
+def task_env_factory(cfg: TrainConfig, start_step: int = 0) -> TaskEnvFactory:
+    """The factory of the run's envs (the task id must be registered); ``start_step``: the policy steps each env took
+    before this run (a resumed run's, where a task's step clock starts)."""
+    return TaskEnvFactory.from_config(gym.spec(cfg.task.env_id), cfg.task, cfg.safety.step, cfg.faults.env, start_step)
 
 
 def make_task_env(cfg: TrainConfig) -> gym.Env:
@@ -183,16 +184,17 @@ def _size(n: float) -> str:
 
 
 def build_vec_env(
-    cfg: TrainConfig, *, incidents_dir: str | Path | None, rank: int = 0, device: str = "cpu"
+    cfg: TrainConfig, *, incidents_dir: str | Path | None, rank: int = 0, device: str = "cpu", start_step: int = 0
 ) -> GymVecEnv:
     """Build ``task.num_envs`` guarded envs and their rsl-rl adapter (env i of rank r reset with seed + 1000 r + i).
 
     Incidents are recorded into ``incidents_dir`` (this rank's folder of the run directory); ``None`` records none.
     With env workers, each worker writes its own part beside it (``<incidents_dir>_worker<k>``) and the trainer its
-    workers' crashes into it. ``device``: where the adapter puts observations, rewards and dones.
+    workers' crashes into it. ``device``: where the adapter puts observations, rewards and dones. ``start_step``:
+    the policy steps each env took before this run (a resumed run's), where a task's step clock starts.
     """
     check_task_registered(cfg)
-    factory = task_env_factory(cfg)
+    factory = task_env_factory(cfg, start_step)
     indices = [1000 * rank + i for i in range(cfg.task.num_envs)]
     recording = cfg.safety.step.enabled and incidents_dir is not None
     cpus, share = rank_cpus()

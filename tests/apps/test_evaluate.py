@@ -99,6 +99,23 @@ def test_the_task_metrics_are_averaged_per_episode(tmp_path: Path, capsys: pytes
     assert "error_vel_xy (episode means): mean " in capsys.readouterr().out
 
 
+def test_the_rewards_are_those_of_the_checkpoints_step_clock(tmp_path: Path) -> None:
+    # Only the two tracking terms count, and a curriculum takes both to 0 once each env has taken 4 policy steps: the
+    # checkpoint of iteration 0 (8 steps an env) was trained past that, so its evaluation earns exactly 0. Evaluated
+    # on envs whose clock starts at 0 it would earn the tracking terms again.
+    off = "{weight:0.0,num_steps:4}"
+    penalties = ["lin_vel_z_l2", "ang_vel_xy_l2", "dof_torques_l2", "dof_acc_l2", "action_rate_l2", "feet_air_time"]
+    penalties += ["undesired_contacts", "flat_orientation_l2"]
+    run = tmp_path / "a1"
+    args = ["task=a1_flat", "task.num_envs=2", "task.num_workers=0", "runner.num_steps_per_env=8"]
+    args += ["runner.max_iterations=1", f"run_dir={run}", "+task.env_kwargs.max_episode_steps=30"]
+    args += [f"task.env_kwargs.rewards.{name}=0" for name in penalties]
+    args += [f"+task.env_kwargs.curriculum.{name}={off}" for name in ("track_lin_vel_xy_exp", "track_ang_vel_z_exp")]
+    assert train_main(args) == 0
+    result = evaluate(run / "model_0.pt", episodes=2)
+    assert result.lengths == [30, 30] and result.returns == [0.0, 0.0]
+
+
 def test_text_output_names_the_statistics(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert evaluate_main([str(run_dir / "model_1.pt"), "--episodes", "1", "--split", "validation"]) == 0
     out = capsys.readouterr().out

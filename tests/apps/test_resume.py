@@ -162,3 +162,21 @@ def test_a_run_saved_before_reward_scaling_existed_resumes_without_it(logs: Path
     assert main([*TINY, f"resume={old}", f"run_dir={resumed}"]) == 0
     assert _config(resumed)["runner"]["normalize_rewards"] is False
     assert "reward_scaler_state_dict" not in torch.load(resumed / "model_1.pt", weights_only=True)
+
+
+def test_a_resumed_run_goes_on_with_the_tasks_curriculum(tmp_path: Path) -> None:
+    # The A1's action-rate penalty joins once each env has taken 8 policy steps (2 iterations of 4 steps); episodes of
+    # 4 steps log it every iteration. Resumed after those 2 iterations, the run pays it from its first iteration: a
+    # resumed env whose step clock counted from 0 again would pay nothing for 2 more iterations.
+    from benchmarks.runs import scalars
+
+    change = "{weight:-0.01,num_steps:8}"
+    args = ["task=a1_flat", "task.num_envs=2", "runner.num_steps_per_env=4", "task.max_episode_steps=4"]
+    args += ["task.env_kwargs.rewards.action_rate_l2=0", f"+task.env_kwargs.curriculum.action_rate_l2={change}"]
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    assert main([*args, "runner.max_iterations=2", f"run_dir={first}"]) == 0
+    assert main(["runner.max_iterations=1", f"resume={first}", f"run_dir={resumed}"]) == 0
+    tag = "Episode_Reward/action_rate_l2"
+    assert [(it, value) for it, _, value in scalars(first, tag)] == [(0, 0.0), (1, 0.0)]
+    [(iteration, _, paid)] = scalars(resumed, tag)
+    assert iteration == 2 and paid < 0.0

@@ -259,6 +259,26 @@ def factory_batch(
     return GymVecEnv(batch, seed=0)
 
 
+def test_a_restarted_worker_goes_on_with_the_runs_step_clock(run_dir: Path) -> None:
+    # A task's curriculum reads its step clock: a worker started again after 3 steps of the run builds envs whose
+    # clock says 3 steps more than the factory's start (a resumed run's 100), not 0.
+    factory = TaskEnvFactory(spec("ClockedEnv"), step=SafeStepConfig(), start_step=100)
+    vec = GymVecEnv(WorkerEnvBatch(factory, [0, 1], 2, penalty=PENALTY), seed=0)
+    try:
+        obs = vec.get_observations()["policy"]
+        assert obs[:, 0].tolist() == [100.0, 100.0]
+        for _ in range(3):
+            vec.step(torch.zeros(2, 2))
+        os.kill(vec.batch.pids[1], signal.SIGKILL)
+        obs, _, dones, _ = vec.step(torch.zeros(2, 2))
+        # Env 1's worker died in the 4th step: its new env starts a fresh episode with the clock at 104, as env 0's.
+        assert dones.tolist() == [0, 1] and obs["policy"][:, 0].tolist() == [104.0, 104.0]
+        obs, _, _, _ = vec.step(torch.zeros(2, 2))
+        assert obs["policy"][:, 0].tolist() == [105.0, 105.0]
+    finally:
+        vec.close()
+
+
 def test_a_fault_that_sleeps_is_a_hang(run_dir: Path) -> None:
     vec = factory_batch(run_dir, "HangingEnv", timeout_s=2.0, fault_at=2)
     try:
