@@ -137,21 +137,17 @@ class Evaluation:
         return {**asdict(self), "return": self.return_stats, "length": self.length_stats, "metric": metric}
 
 
-def _run_task(checkpoint: Path) -> tuple[str, dict[str, Any], int]:
-    """The env id and keyword arguments of the run that wrote ``checkpoint`` (its saved ``config.yaml``), and its
-    rollout length (``runner.num_steps_per_env``; 0 where the file gives none)."""
+def _run_task(checkpoint: Path) -> tuple[str, dict[str, Any]]:
+    """The env id and keyword arguments of the run that wrote ``checkpoint`` (its saved ``config.yaml``)."""
     run = RunDir(checkpoint.parent)
-    config = run.read_config() or {}
-    task = config.get("task")
+    task = (run.read_config() or {}).get("task")
     env_id = run.task_env_id()
     if not env_id or not isinstance(task, dict):
         raise ConfigError(f"{run.config_path}: missing or unreadable, or names no task.env_id; it names the task")
     kwargs = task.get("env_kwargs") or {}
     if not isinstance(kwargs, dict):
         raise ConfigError(f"{run.config_path}: task.env_kwargs must be a mapping, got {type(kwargs).__name__}")
-    runner = config.get("runner")
-    steps = runner.get("num_steps_per_env") if isinstance(runner, dict) else None
-    return env_id, dict(kwargs), steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else 0
+    return env_id, dict(kwargs)
 
 
 def evaluate(
@@ -182,16 +178,14 @@ def evaluate(
         raise ConfigError(f"episodes must be in [1, {MAX_EPISODES}], got {episodes}")
     seeds = evaluation_seeds(episodes, split)
     policy = policy if policy is not None else load_policy(path)
-    env_id, kwargs, steps_per_env = _run_task(policy.checkpoint)
+    env_id, kwargs = _run_task(policy.checkpoint)
     result = Evaluation(str(policy.checkpoint), policy.iteration, env_id, seeds)
-    # A task's step clock (its curriculum's) where the checkpoint's training envs had it: the rewards are the ones
-    # the policy was trained on at that point.
-    clock = (policy.iteration + 1) * steps_per_env if policy.iteration is not None else 0
     envs: list[SafeStep] = []
     try:
         for _ in range(episodes):
             env = gym.make(env_id, **kwargs)
-            start_clock(env, clock)
+            # A task's step clock where the checkpoint's training envs had it: the rewards it was trained on then.
+            start_clock(env, policy.clock)
             envs.append(SafeStep(env))
         policy.check_spaces(envs[0], env_id)
         _play(policy, envs, seeds, result, progress)

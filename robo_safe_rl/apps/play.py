@@ -29,6 +29,7 @@ import numpy as np
 from robo_safe_rl.apps.evaluate import step_episodes
 from robo_safe_rl.apps.export import export_policy
 from robo_safe_rl.apps.video import VideoWriter, frame_rate
+from robo_safe_rl.bridge.env_factory import start_clock
 from robo_safe_rl.bridge.safe_step import SafeStep
 from robo_safe_rl.checkpoint.policy import load_policy
 from robo_safe_rl.errors import ConfigError, RoboSafeRLError
@@ -95,6 +96,8 @@ def play(
         SafeStep(gym.make(env_id, render_mode="rgb_array" if i == 0 and render else None, **kwargs))
         for i in range(episodes)
     ]
+    for env in envs:  # the run's task: its step clock where the checkpoint's training envs had it (as evaluate)
+        start_clock(env, policy.clock if env_id == task.get("env_id") else 0)
     try:
         policy.check_spaces(envs[0], env_id, ": wrong --task?")
         obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)

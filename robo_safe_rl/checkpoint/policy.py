@@ -71,6 +71,15 @@ class LoadedPolicy:
         """Size of the action."""
         return self.saved.num_actions
 
+    @property
+    def clock(self) -> int:
+        """Policy steps each env of its run had taken when the checkpoint was saved: a task's step clock there (its
+        reward curriculum's), ``(iteration + 1) x num_steps_per_env``; 0 when the file stores no iteration."""
+        steps = self.saved.train_cfg.get("num_steps_per_env")
+        if self.iteration is None or not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            return 0
+        return (self.iteration + 1) * steps
+
     def task(self, given: str | None = None) -> str:
         """The gymnasium id to run the policy in: ``given`` (``--task``), else ``task.env_id`` of its run's config.
 

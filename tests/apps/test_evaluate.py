@@ -23,6 +23,7 @@ from robo_safe_rl.apps.evaluate import (
     max_training_seed,
 )
 from robo_safe_rl.apps.evaluate import main as evaluate_main
+from robo_safe_rl.apps.play import play
 from robo_safe_rl.apps.train import main as train_main
 from robo_safe_rl.config.schema import TrainConfig
 from robo_safe_rl.errors import ConfigError
@@ -114,6 +115,8 @@ def test_the_rewards_are_those_of_the_checkpoints_step_clock(tmp_path: Path) -> 
     assert train_main(args) == 0
     result = evaluate(run / "model_0.pt", episodes=2)
     assert result.lengths == [30, 30] and result.returns == [0.0, 0.0]
+    played = play(run / "model_0.pt", episodes=2, max_steps=30)  # tools/play.py's returns likewise
+    assert played.lengths == [30, 30] and played.returns == [0.0, 0.0]
 
 
 def test_text_output_names_the_statistics(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
