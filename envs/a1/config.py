@@ -237,7 +237,8 @@ class A1Config:
     curriculum: Mapping[str, WeightChange] = field(default_factory=dict)
     """Reward term name -> :class:`WeightChange` (Isaac Lab's ``CurriculumCfg`` of ``modify_reward_weight`` terms).
     The clock is the env's ``common_step_counter``: 0 when it is made, which a resumed run, a restarted env worker
-    and ``tools/evaluate.py`` / ``play.py`` set to where the run's envs were (Isaac Lab's resume starts it at 0 again)."""
+    and ``tools/evaluate.py`` / ``play.py`` set to where the run's envs were (Isaac Lab's resume starts it at 0
+    again)."""
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.curriculum) - set(TERM_NAMES))

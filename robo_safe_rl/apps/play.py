@@ -96,8 +96,9 @@ def play(
         SafeStep(gym.make(env_id, render_mode="rgb_array" if i == 0 and render else None, **kwargs))
         for i in range(episodes)
     ]
-    for env in envs:  # the run's task: its step clock where the checkpoint's training envs had it (as evaluate)
-        start_clock(env, policy.clock if env_id == task.get("env_id") else 0)
+    if env_id == task.get("env_id"):  # the run's task: its step clock where the checkpoint's training envs had it
+        for env in envs:
+            start_clock(env, policy.clock)
     try:
         policy.check_spaces(envs[0], env_id, ": wrong --task?")
         obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
