@@ -89,6 +89,24 @@ class ClockedEnv(PointMass):
         return obs, reward, terminated, truncated, info
 
 
+class MeteredEnv(PointMass):
+    """A point mass that reports two metrics per step in ``info["metrics"]`` (the A1's tracking errors in
+    miniature): the step's number in its episode and its speed, listed in ``metric_names`` in the other order than the
+    info's mapping holds them."""
+
+    metric_names = ("episode_step", "speed")
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        self.episode_steps = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.episode_steps += 1
+        info["metrics"] = {"speed": float(np.hypot(*self.state[2:])), "episode_step": float(self.episode_steps)}
+        return obs, reward, terminated, truncated, info
+
+
 def spec(name: str, **kwargs: Any) -> gym.envs.registration.EnvSpec:
     """An unregistered spec of one of these envs (``name``: the class), with a time limit of 50 steps."""
     return gym.envs.registration.EnvSpec(

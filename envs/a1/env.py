@@ -80,6 +80,8 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
     #: rest); rounded up.
     memory_per_env: ClassVar[int] = 56 * 2**20
     action_names: list[str] = list(robot.JOINT_NAMES)  # noqa: RUF012  (read-only, the protocol's attribute)
+    #: The keys of ``info["metrics"]``, in order: the bridge logs each one's episode mean as ``Metrics/<name>``.
+    metric_names: tuple[str, ...] = ("error_vel_xy", "error_vel_yaw")
     observation_mirror = _OBSERVATION_MIRROR
     action_mirror = _JOINT_MIRROR
 

@@ -44,6 +44,8 @@ class EnvInfo:
         action_names: One name per action component, when the task names them.
         reward_terms: Names of the reward terms the task reports per step in ``info["reward_terms"]`` (its
             ``reward_terms`` attribute; empty when it reports none).
+        metric_names: Names of the quantities the task reports per step in ``info["metrics"]`` (its ``metric_names``
+            attribute, e.g. the A1's tracking errors; empty when it reports none).
         step_dt: Simulated seconds of one env step (the task's ``step_dt``), when it says.
         mirror: The task's left-right mirror of observations and actions (:mod:`robo_safe_rl.bridge.mirror`), when
             it declares one.
@@ -56,6 +58,7 @@ class EnvInfo:
     simulated: bool
     action_names: list[str] | None
     reward_terms: tuple[str, ...] = ()
+    metric_names: tuple[str, ...] = ()
     step_dt: float | None = None
     mirror: Mirror | None = None
 
@@ -72,6 +75,7 @@ class EnvInfo:
             simulated=is_simulated(env.unwrapped),
             action_names=list(names) if names is not None else None,
             reward_terms=tuple(getattr(env.unwrapped, "reward_terms", ())),
+            metric_names=tuple(getattr(env.unwrapped, "metric_names", ())),
             step_dt=getattr(env.unwrapped, "step_dt", None),
             mirror=Mirror.of(env.unwrapped, _size(env.observation_space), _size(env.action_space)),
         )
@@ -94,6 +98,8 @@ class BatchStep:
         truncated: Gymnasium's ``truncated``. Shape: (num_envs,), bool.
         terms: The step's reward terms (``EnvInfo.reward_terms``; zeros for a step SafeStep ended). Shape:
             (num_envs, num_terms), float64.
+        metrics: The step's metrics (``EnvInfo.metric_names``; NaN for a step that reported none: one SafeStep
+            ended, or a worker's crash). Shape: (num_envs, num_metrics), float64.
     """
 
     obs: np.ndarray
@@ -101,6 +107,7 @@ class BatchStep:
     terminated: np.ndarray
     truncated: np.ndarray
     terms: np.ndarray
+    metrics: np.ndarray
 
 
 class EnvBatch(Protocol):
@@ -128,7 +135,9 @@ class EnvBatch(Protocol):
         """Close every env (and stop the processes that host them)."""
 
 
-def step_and_reset(env: gym.Env, action: np.ndarray, terms: np.ndarray) -> tuple[Any, float, bool, bool]:
+def step_and_reset(
+    env: gym.Env, action: np.ndarray, terms: np.ndarray, metrics: np.ndarray
+) -> tuple[Any, float, bool, bool]:
     """Step one env and reset it when its episode ended; the adapter's per-env step, wherever the env lives.
 
     Args:
@@ -136,6 +145,8 @@ def step_and_reset(env: gym.Env, action: np.ndarray, terms: np.ndarray) -> tuple
         action: Its action.
         terms: Where the step's ``info["reward_terms"]`` is written (zeros when the info has none: a step SafeStep
             ended). Shape: (num_terms,), possibly (0,).
+        metrics: Where the step's ``info["metrics"]`` is written, in the order of the task's ``metric_names`` (NaN
+            when the info has none). Shape: (num_metrics,), possibly (0,).
 
     Returns:
         The observation (after the reset when the episode ended), the reward, terminated and truncated.
@@ -143,6 +154,9 @@ def step_and_reset(env: gym.Env, action: np.ndarray, terms: np.ndarray) -> tuple
     ob, reward, terminated, truncated, info = env.step(action)
     if terms.size:
         terms[:] = info.get("reward_terms", 0.0)
+    if metrics.size:
+        reported = info.get("metrics")
+        metrics[:] = [reported[name] for name in env.unwrapped.metric_names] if reported is not None else np.nan
     # SafeStep already reset an env it recovered and returned the new episode's first observation.
     if (terminated or truncated) and not info.get("safe_step", {}).get("reset", False):
         ob, _ = env.reset()
@@ -177,10 +191,11 @@ class LocalEnvBatch:
             terminated=np.empty(n, dtype=bool),
             truncated=np.empty(n, dtype=bool),
             terms=np.zeros((n, len(self.infos[0].reward_terms))),
+            metrics=np.empty((n, len(self.infos[0].metric_names))),
         )
         for i, env in enumerate(self.envs):
             out.obs[i], out.rewards[i], out.terminated[i], out.truncated[i] = step_and_reset(
-                env, actions[i], out.terms[i]
+                env, actions[i], out.terms[i], out.metrics[i]
             )
         if self.recorder is not None:
             self.recorder.advance(n)

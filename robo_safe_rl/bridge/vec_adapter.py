@@ -11,7 +11,11 @@ end (gymnasium's terminated / truncated), and the step reports
   over the iteration and writes ``Episode/return`` and ``Episode/length``), and for a task that reports named reward
   terms (``reward_terms`` on the env, ``info["reward_terms"]`` per step) each term's episode sum as
   ``Episode_Reward/<term>``, divided by the maximum episode length in seconds when the task gives its ``step_dt``
-  (as Isaac Lab's ``RewardManager`` does, so a term that paid its full weight every second logs its weight).
+  (as Isaac Lab's ``RewardManager`` does, so a term that paid its full weight every second logs its weight), and for
+  a task that reports metrics (``metric_names`` on the env, ``info["metrics"]`` per step: the A1's tracking errors)
+  each one's mean over the episode's steps as ``Metrics/<name>``: the figure ``tools/evaluate.py`` reports per
+  episode, here of the training episodes (Isaac Lab logs ``Metrics/base_velocity/<name>``, the episode's sum over the
+  steps of one command period). Steps that reported none (ended by SafeStep) do not count.
 
 Observations are a TensorDict with one group, ``policy`` (used by actor and critic). On a CUDA device, observations,
 rewards, dones and time-outs travel in one host-to-device copy per step (one packed buffer, sliced on the device).
@@ -87,6 +91,9 @@ class GymVecEnv(VecEnv):
         self._episode_return = np.zeros(self.num_envs, dtype=np.float64)
         self._term_names = infos[0].reward_terms
         self._episode_terms = np.zeros((self.num_envs, len(self._term_names)), dtype=np.float64)
+        self._metric_names = infos[0].metric_names
+        self._episode_metrics = np.zeros((self.num_envs, len(self._metric_names)), dtype=np.float64)
+        self._metric_steps = np.zeros((self.num_envs, len(self._metric_names)), dtype=np.int64)
         step_dt = infos[0].step_dt
         # Isaac Lab's divisor, max_episode_length_s; a task without a step length logs plain episode sums.
         self._term_divisor = self.max_episode_length * step_dt if step_dt else 1.0
@@ -117,6 +124,10 @@ class GymVecEnv(VecEnv):
         self._episode_return += out.rewards
         if self._term_names:
             self._episode_terms += out.terms
+        if self._metric_names:
+            reported = ~np.isnan(out.metrics)
+            self._episode_metrics += np.where(reported, out.metrics, 0.0)
+            self._metric_steps += reported
         ended = out.terminated | out.truncated
         truncated = out.truncated & ~out.terminated
         log: dict[str, torch.Tensor] = {}
@@ -130,6 +141,13 @@ class GymVecEnv(VecEnv):
                 sums = self._episode_terms[finished, j] / self._term_divisor
                 log[f"Episode_Reward/{name}"] = torch.from_numpy(sums).to(torch.float32)
             self._episode_terms[finished] = 0.0
+            for j, name in enumerate(self._metric_names):
+                steps = self._metric_steps[finished, j]
+                means = self._episode_metrics[finished, j][steps > 0] / steps[steps > 0]
+                if means.size:
+                    log[f"Metrics/{name}"] = torch.from_numpy(means).to(torch.float32)
+            self._episode_metrics[finished] = 0.0
+            self._metric_steps[finished] = 0
             self.episode_length_buf[rows] = 0
         self._obs = out.obs
         rewards = out.rewards.astype(np.float32)

@@ -180,7 +180,9 @@ class EnvBlock:
         actions = np.array(a.actions[lo : lo + len(self.envs)])
         for j, env in enumerate(self.envs):
             i = lo + j
-            a.obs[i], a.rewards[i], a.terminated[i], a.truncated[i] = step_and_reset(env, actions[j], a.terms[i])
+            a.obs[i], a.rewards[i], a.terminated[i], a.truncated[i] = step_and_reset(
+                env, actions[j], a.terms[i], a.metrics[i]
+            )
             self.tallies[j].publish(a.counters[i], a.injected[i])
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ class Layout:
     num_obs: int
     num_actions: int
     num_terms: int = 0
+    num_metrics: int = 0
 
     def fields(self) -> list[tuple[str, type, tuple[int, ...]]]:
         """``(name, dtype, shape)`` of each array, in memory order."""
@@ -49,6 +50,7 @@ class Layout:
             ("terminated", np.bool_, (n,)),
             ("truncated", np.bool_, (n,)),
             ("terms", np.float64, (n, self.num_terms)),  # the step's reward terms (EnvInfo.reward_terms)
+            ("metrics", np.float64, (n, self.num_metrics)),  # the step's metrics (EnvInfo.metric_names)
         ]
 
     def offsets(self) -> tuple[dict[str, int], int]:
@@ -84,6 +86,7 @@ class SharedArrays:
     terminated: np.ndarray
     truncated: np.ndarray
     terms: np.ndarray
+    metrics: np.ndarray
 
     def __init__(self, layout: Layout, fd: int) -> None:
         offsets, size = layout.offsets()

@@ -160,7 +160,9 @@ class WorkerEnvBatch:
         self._steps += 1
         self._episode_steps += 1
         self._exchange(None, ended=actions, local=self._local.step)
-        out = BatchStep(np.array(a.obs), a.rewards.copy(), a.terminated.copy(), a.truncated.copy(), a.terms.copy())
+        out = BatchStep(
+            np.array(a.obs), a.rewards.copy(), a.terminated.copy(), a.truncated.copy(), a.terms.copy(), a.metrics.copy()
+        )
         self._episode_steps[out.terminated | out.truncated] = 0
         a.header[HEADER_GLOBAL_STEP] += self.num_envs
         if self.recorder is not None:
@@ -221,8 +223,9 @@ class WorkerEnvBatch:
         flat = [EnvInfo.of(env) for env in self._local.envs]
         flat += [info for k in range(len(self._blocks)) for info in infos[k]]
         obs_shape, act_shape = flat[0].observation_space.shape, flat[0].action_space.shape
-        num_terms = len(flat[0].reward_terms)
-        self._layout = Layout(self.num_envs, int(np.prod(obs_shape)), int(np.prod(act_shape)), num_terms)
+        num_terms, num_metrics = len(flat[0].reward_terms), len(flat[0].metric_names)
+        sizes = (int(np.prod(obs_shape)), int(np.prod(act_shape)), num_terms, num_metrics)
+        self._layout = Layout(self.num_envs, *sizes)
         arrays = self._pool.map(self._layout)
         self._local.attach(arrays, 0)
         self._exchange(lambda k: ("attach", self._layout, self._blocks[k].start), ended=None)
@@ -314,7 +317,7 @@ class WorkerEnvBatch:
         if ended is not None:
             a, rows = self._arrays, slice(handle.rows.start, handle.rows.stop)
             a.rewards[rows], a.terminated[rows], a.truncated[rows] = self.penalty, True, False
-            a.terms[rows] = 0.0
+            a.terms[rows], a.metrics[rows] = 0.0, np.nan
 
     def _bring_up(self, k: int) -> Death | None:
         """Take a new worker ``k`` through ready, attach and reset; how it died if it did."""

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
+from worker_helpers import spec
 
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
 from robo_safe_rl.errors import ConfigError
@@ -126,3 +127,19 @@ def test_packed_hand_over_gives_the_same_tensors() -> None:
             assert x.dtype == y.dtype and torch.equal(x, y)
         # The 4-step limit truncates every episode at the 4th step: dones and time-outs both set there only.
         assert b[2].tolist() == [int(t == 3)] * 3 and b[3]["time_outs"].tolist() == [t == 3] * 3
+
+
+def test_metrics_are_logged_as_their_episode_means() -> None:
+    # A point mass pushed by a constant 0.5 on both axes gains 0.05 per step on each: after step k of its episode its
+    # speed is 0.05 sqrt(2) k, so over 50 steps the mean speed is 0.05 sqrt(2) * 25.5 and the mean step number 25.5.
+    # Accelerated from rest again in its second episode, it logs the same means: nothing carries over.
+    vec = GymVecEnv([gym.make(spec("MeteredEnv")) for _ in range(2)], seed=0)
+    for _ in range(2):
+        for step in range(50):
+            _, _, dones, extras = vec.step(torch.full((2, 2), 0.5))
+            if step < 49:
+                assert not any(name.startswith("Metrics/") for name in extras["log"])
+        assert dones.tolist() == [1, 1]
+        torch.testing.assert_close(extras["log"]["Metrics/episode_step"], torch.tensor([25.5, 25.5]))
+        torch.testing.assert_close(extras["log"]["Metrics/speed"], torch.full((2,), 0.05 * 2**0.5 * 25.5))
+    vec.close()

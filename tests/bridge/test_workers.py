@@ -279,6 +279,27 @@ def test_a_restarted_worker_goes_on_with_the_runs_step_clock(run_dir: Path) -> N
         vec.close()
 
 
+def test_metrics_cross_the_workers_and_a_crashed_step_reports_none(run_dir: Path) -> None:
+    # MeteredEnv reports its step number in the episode. In workers, the log holds what one process logs: after 3
+    # steps env 1's worker is killed; its episode ends in the 4th step, which it never took: the mean is that of
+    # steps 1-3 (2.0), over 4 steps of length. Env 0's episode goes on to step 50: mean 25.5.
+    factory = TaskEnvFactory(spec("MeteredEnv"), step=SafeStepConfig())
+    vec = GymVecEnv(WorkerEnvBatch(factory, [0, 1], 2, penalty=PENALTY), seed=0)
+    try:
+        for _ in range(3):
+            vec.step(torch.zeros(2, 2))
+        os.kill(vec.batch.pids[1], signal.SIGKILL)
+        _, _, dones, extras = vec.step(torch.zeros(2, 2))
+        assert dones.tolist() == [0, 1]
+        assert extras["log"]["Episode/length"].tolist() == [4.0]
+        assert extras["log"]["Metrics/episode_step"].tolist() == [2.0]
+        for _ in range(46):
+            _, _, dones, extras = vec.step(torch.zeros(2, 2))
+        assert dones.tolist() == [1, 0] and extras["log"]["Metrics/episode_step"].tolist() == [25.5]
+    finally:
+        vec.close()
+
+
 def test_a_fault_that_sleeps_is_a_hang(run_dir: Path) -> None:
     vec = factory_batch(run_dir, "HangingEnv", timeout_s=2.0, fault_at=2)
     try:

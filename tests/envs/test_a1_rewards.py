@@ -1,4 +1,5 @@
-"""The A1's reward terms on worked examples, their weighting, zero weights, and Episode_Reward/<term> logging."""
+"""The A1's reward terms on worked examples, their weighting, zero weights, and Episode_Reward/<term> (and its
+tracking errors' Metrics/<name>) logging."""
 
 from __future__ import annotations
 
@@ -174,18 +175,23 @@ def test_episode_reward_terms_are_logged_per_episode() -> None:
     twins = [quiet_a1() for _ in range(2)]
     for i, twin in enumerate(twins):
         twin.reset(seed=5 + i)
-    sums = np.zeros((2, len(names)))
+    sums, errors = np.zeros((2, len(names))), np.zeros((2, 2))
     for step in range(3):
         actions = np.full((2, 12), 0.5 * step, dtype=np.float32)
         _, _, dones, extras = vec.step(torch.from_numpy(actions))
         for i, twin in enumerate(twins):
-            sums[i] += twin.step(actions[i])[4]["reward_terms"]
+            info = twin.step(actions[i])[4]
+            sums[i] += info["reward_terms"]
+            errors[i] += [info["metrics"]["error_vel_xy"], info["metrics"]["error_vel_yaw"]]
     assert dones.tolist() == [1, 1]
     log = extras["log"]
     # Isaac Lab's RewardManager: the episode sum over max_episode_length_s = 3 steps * 0.02 s.
     for j, name in enumerate(names):
         np.testing.assert_allclose(log[f"Episode_Reward/{name}"].numpy(), sums[:, j] / 0.06, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(log["Episode/return"].numpy(), sums.sum(axis=1), rtol=1e-6)
+    # The tracking errors: each one's mean over the episode's steps, as tools/evaluate.py reports them.
+    np.testing.assert_allclose(log["Metrics/error_vel_xy"].numpy(), errors[:, 0] / 3, rtol=1e-6)
+    np.testing.assert_allclose(log["Metrics/error_vel_yaw"].numpy(), errors[:, 1] / 3, rtol=1e-6)
     # The next episode starts from zero sums.
     _, _, dones, extras = vec.step(torch.zeros(2, 12))
     assert dones.tolist() == [0, 0] and "Episode_Reward/lin_vel_z_l2" not in extras["log"]

@@ -153,7 +153,7 @@ def test_gauntlet_drill_on_the_a1(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_trains_and_logs_each_reward_term(tmp_path: Path) -> None:
+def test_trains_and_logs_each_reward_term_and_tracking_error(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     # Episodes of 12 steps, so that every iteration of 24 steps ends some and logs their terms.
     args = ["task=a1_flat", "task.num_envs=2", "task.num_workers=0", "task.max_episode_steps=12"]
@@ -164,5 +164,6 @@ def test_trains_and_logs_each_reward_term(tmp_path: Path) -> None:
     events.Reload()
     tags = set(events.Tags()["scalars"])
     expected = {f"Episode_Reward/{name}" for name in A1FlatEnv().reward_terms}
+    expected |= {"Metrics/error_vel_xy", "Metrics/error_vel_yaw"}
     assert expected <= tags, sorted(expected - tags)
     assert all(math.isfinite(events.Scalars(tag)[-1].value) for tag in expected)
