@@ -280,9 +280,9 @@ def test_a_restarted_worker_goes_on_with_the_runs_step_clock(run_dir: Path) -> N
 
 
 def test_metrics_cross_the_workers_and_a_crashed_step_reports_none(run_dir: Path) -> None:
-    # MeteredEnv reports its step number in the episode. In workers, the log holds what one process logs: after 3
-    # steps env 1's worker is killed; its episode ends in the 4th step, which it never took: the mean is that of
-    # steps 1-3 (2.0), over 4 steps of length. Env 0's episode goes on to step 50: mean 25.5.
+    # MeteredEnv reports its step number in the episode, here from worker processes. After 3 steps env 1's worker is
+    # killed; its episode ends in the 4th step, which it never took: the mean is that of steps 1-3 (2.0; a crashed
+    # step counted as 0 would give 1.5), over 4 steps of length. Env 0's episode goes on to step 50: mean 25.5.
     factory = TaskEnvFactory(spec("MeteredEnv"), step=SafeStepConfig())
     vec = GymVecEnv(WorkerEnvBatch(factory, [0, 1], 2, penalty=PENALTY), seed=0)
     try:
