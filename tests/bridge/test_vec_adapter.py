@@ -9,7 +9,9 @@ import torch
 from tensordict import TensorDict
 from worker_helpers import spec
 
+from robo_safe_rl.bridge.env_factory import TaskEnvFactory
 from robo_safe_rl.bridge.vec_adapter import GymVecEnv
+from robo_safe_rl.config.safe_step import EnvFaultConfig, SafeStepConfig
 from robo_safe_rl.errors import ConfigError
 
 
@@ -142,4 +144,27 @@ def test_metrics_are_logged_as_their_episode_means() -> None:
         assert dones.tolist() == [1, 1]
         torch.testing.assert_close(extras["log"]["Metrics/episode_step"], torch.tensor([25.5, 25.5]))
         torch.testing.assert_close(extras["log"]["Metrics/speed"], torch.full((2,), 0.05 * 2**0.5 * 25.5))
+    vec.close()
+
+
+def test_a_step_safestep_ended_does_not_count_in_the_metrics() -> None:
+    # Injected physics errors (the fire drill) end episodes part way: SafeStep's recovered step returns the next
+    # episode's first observation and info, which holds no metrics. An episode of L steps whose last one failed logs
+    # the mean step number of steps 1 .. L-1, L / 2; one that ran to its time limit, (L + 1) / 2.
+    factory = TaskEnvFactory(
+        spec("MeteredEnv"), step=SafeStepConfig(), faults=EnvFaultConfig(physics_error=0.05, seed=3)
+    )
+    vec = GymVecEnv([factory(i) for i in range(4)], seed=0)
+    failed = timed_out = 0
+    for _ in range(200):
+        _, _, dones, extras = vec.step(torch.zeros(4, 2))
+        if not dones.any():
+            continue
+        lengths = extras["log"]["Episode/length"].tolist()
+        time_outs = extras["time_outs"][dones.bool()].tolist()
+        expected = [(n + 1) / 2 if t else n / 2 for n, t in zip(lengths, time_outs, strict=True) if t or n > 1]
+        assert extras["log"].get("Metrics/episode_step", torch.zeros(0)).tolist() == expected
+        failed += sum(not t for t in time_outs)
+        timed_out += sum(time_outs)
+    assert failed > 0 and timed_out > 0
     vec.close()
