@@ -258,6 +258,163 @@ class A1Config:
         return max((c.num_steps + c.ramp_steps for c in self.curriculum.values()), default=0)
 
 
+@dataclass(frozen=True)
+class StairsConfig:
+    """Pyramid stairs, up and down (Isaac Lab's ``MeshPyramidStairsTerrainCfg`` and its inverted twin in
+    ``ROUGH_TERRAINS_CFG``): rings of ``step_width`` inside a flat border, each ``step_height`` above (below) the
+    one outside it, around a square platform one step above (below) the innermost ring.
+
+    Attributes:
+        proportion: Share of the tiles that climb (0.2).
+        inverted_proportion: Share that descend (0.2).
+        step_height: Step height in m at difficulty 0 and 1 (0.05, 0.23).
+        step_width: Ring width in m (0.3).
+        platform_width: Side of the middle platform in m (3.0).
+        border_width: Flat border at height 0 in m (1.0).
+    """
+
+    proportion: float = 0.2
+    inverted_proportion: float = 0.2
+    step_height: tuple[float, float] = (0.05, 0.23)
+    step_width: float = 0.3
+    platform_width: float = 3.0
+    border_width: float = 1.0
+
+
+@dataclass(frozen=True)
+class BoxesConfig:
+    """A grid of boxes of random heights (``MeshRandomGridTerrainCfg``, the A1's ``grid_height_range``): each cell
+    ``grid_width`` wide, its top drawn uniformly in [-h, h] with h between ``grid_height`` by difficulty, around a
+    platform at height h.
+
+    Attributes:
+        proportion: Share of the tiles (0.2).
+        grid_width: Cell side in m (0.45).
+        grid_height: h at difficulty 0 and 1 in m (the A1's (0.025, 0.1)).
+        platform_width: Side of the middle platform in m (2.0).
+    """
+
+    proportion: float = 0.2
+    grid_width: float = 0.45
+    grid_height: tuple[float, float] = (0.025, 0.1)
+    platform_width: float = 2.0
+
+
+@dataclass(frozen=True)
+class RoughConfig:
+    """Uniform random heights (``HfRandomUniformTerrainCfg``, the A1's ``noise_range`` and ``noise_step``): each
+    sample a multiple of ``noise_step`` drawn from ``noise``, whatever the difficulty.
+
+    Attributes:
+        proportion: Share of the tiles (0.2).
+        noise: Lowest and highest height in m (the A1's (0.01, 0.06)).
+        noise_step: Height quantum in m (the A1's 0.01).
+        border_width: Flat border at height 0 in m (0.25).
+    """
+
+    proportion: float = 0.2
+    noise: tuple[float, float] = (0.01, 0.06)
+    noise_step: float = 0.01
+    border_width: float = 0.25
+
+
+@dataclass(frozen=True)
+class SlopeConfig:
+    """Pyramid slopes, up and down (``HfPyramidSlopedTerrainCfg`` and ``HfInvertedPyramidSlopedTerrainCfg``):
+    Isaac Lab's surface ``slope * half * (1 - |x| / half) * (1 - |y| / half)`` inside the border, cut flat at the
+    height of the platform's corner.
+
+    Attributes:
+        proportion: Share of the tiles that rise to the middle (0.1).
+        inverted_proportion: Share that sink to it (0.1).
+        slope: Slope at difficulty 0 and 1 (0.0, 0.4).
+        platform_width: Side of the flat middle in m (2.0).
+        border_width: Flat border at height 0 in m (0.25).
+    """
+
+    proportion: float = 0.1
+    inverted_proportion: float = 0.1
+    slope: tuple[float, float] = (0.0, 0.4)
+    platform_width: float = 2.0
+    border_width: float = 0.25
+
+
+@dataclass(frozen=True)
+class TerrainConfig:
+    """Isaac Lab's rough terrain (``ROUGH_TERRAINS_CFG`` with the A1's overrides) and its level curriculum
+    (``mdp.terrain_levels_vel``).
+
+    Isaac Lab lays out one mesh of ``num_rows`` difficulty levels by ``num_cols`` sub-terrain columns and spawns
+    each env's robot on the tile of its level in its column. Here each env is its own PyBullet world and holds one
+    tile at a time, the tile of its level and sub-terrain (a height field of 81 x 81 samples adds 12 MiB to an env;
+    the whole 10 x 20 grid as one height field of 800 x 1600 samples took 1.2 GB and 11 s to make in one client,
+    measured), with flat ground at height 0 around it where Isaac Lab has the neighbouring tiles. Every env draws
+    the same tile for a given level and sub-terrain (``seed``), as Isaac Lab's envs share one terrain.
+
+    Attributes:
+        tile_size: Side of a tile in m (8.0).
+        horizontal_scale: Sample spacing of the height field in m (0.1).
+        vertical_scale: Heights are multiples of this, in m (0.005).
+        num_levels: Difficulty levels (``num_rows``: 10); level L has difficulty (L + u) / num_levels, u uniform.
+        max_init_level: Levels drawn at the start are 0 .. max_init_level (``max_init_terrain_level``: 5).
+        curriculum: Move an env up a level when its robot walked farther than half a tile from its spawn, down
+            when it walked less than half the distance its command asked for over 20 s (``terrain_levels_vel``);
+            past the top level it goes to a random level. Off: an env keeps the level its seeded reset drew.
+        seed: Seed of the tiles' random heights.
+    """
+
+    tile_size: float = 8.0
+    horizontal_scale: float = 0.1
+    vertical_scale: float = 0.005
+    num_levels: int = 10
+    max_init_level: int = 5
+    curriculum: bool = True
+    seed: int = 0
+    stairs: StairsConfig = field(default_factory=StairsConfig)
+    boxes: BoxesConfig = field(default_factory=BoxesConfig)
+    rough: RoughConfig = field(default_factory=RoughConfig)
+    slope: SlopeConfig = field(default_factory=SlopeConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("tile_size", "horizontal_scale", "vertical_scale"):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"env_kwargs.terrain.{name} must be > 0, got {getattr(self, name)}")
+        if self.num_levels < 1:
+            raise ValueError(f"env_kwargs.terrain.num_levels must be >= 1, got {self.num_levels}")
+        if not 0 <= self.max_init_level < self.num_levels:
+            raise ValueError(
+                f"env_kwargs.terrain.max_init_level must be in [0, num_levels - 1 = {self.num_levels - 1}], "
+                f"got {self.max_init_level}"
+            )
+        shares = self.proportions()
+        if any(share < 0.0 for share in shares.values()) or not sum(shares.values()) > 0.0:
+            raise ValueError(
+                f"env_kwargs.terrain: the sub-terrain proportions must be >= 0 and not all 0, got {shares}"
+            )
+
+    def proportions(self) -> dict[str, float]:
+        """Sub-terrain name -> its share of the tiles (not normalised), in :data:`SUB_TERRAINS` order."""
+        s, b, r, sl = self.stairs, self.boxes, self.rough, self.slope
+        return dict(zip(SUB_TERRAINS, (s.proportion, s.inverted_proportion, b.proportion, r.proportion,
+                                       sl.proportion, sl.inverted_proportion), strict=True))  # fmt: skip
+
+
+#: The sub-terrains of :class:`TerrainConfig`, in the order of ``ROUGH_TERRAINS_CFG``.
+SUB_TERRAINS: tuple[str, ...] = (
+    "pyramid_stairs", "pyramid_stairs_inv", "boxes", "random_rough", "pyramid_slope", "pyramid_slope_inv",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class A1RoughConfig(A1Config):
+    """Everything a :class:`~robosafe_tasks.a1.rough.A1RoughEnv` can be given: the flat task's sections with the
+    rough task's reward weights (Isaac Lab's ``LocomotionVelocityRoughEnvCfg``: no flat-orientation penalty, feet
+    air time 0.01, the A1's ``rough_env_cfg.py``), and the terrain."""
+
+    rewards: RewardConfig = field(default_factory=lambda: RewardConfig(feet_air_time=0.01, flat_orientation_l2=0.0))
+    terrain: TerrainConfig = field(default_factory=TerrainConfig)
+
+
 def build(cls: type, values: Mapping[str, Any] | None, where: str, base: Any = None) -> Any:
     """Build the dataclass ``cls`` from a (nested) mapping, checking every key and value type.
 

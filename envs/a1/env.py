@@ -27,10 +27,11 @@ import numpy as np
 import pybullet
 
 from robosafe_tasks.a1 import commands, rewards, robot
-from robosafe_tasks.a1.config import A1Config, build
+from robosafe_tasks.a1.config import A1Config, TerrainConfig, build
 from robosafe_tasks.a1.limits import A1_LIMITS, AIR_TIME_CAP, reward_bound
 from robosafe_tasks.a1.sim_state import SimulatorProtocol
 from robosafe_tasks.a1.world import A1World, base_frame, joint_arrays, yaw_of
+from robosafe_tasks.spec import StateLimits
 from robosafe_tasks.state import StateQuery
 
 #: Uniform observation noise half-widths per group (``PolicyCfg``'s ``Unoise``), commands and actions noiseless.
@@ -84,6 +85,11 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
     metric_names: tuple[str, ...] = ("error_vel_xy", "error_vel_yaw")
     observation_mirror = _OBSERVATION_MIRROR
     action_mirror = _JOINT_MIRROR
+    #: What ``task.env_kwargs`` builds, and the observation's size.
+    config_class: ClassVar[type[A1Config]] = A1Config
+    num_obs: ClassVar[int] = 48
+    #: Plausible state bounds (SafeStep's ``check_state``).
+    limits: StateLimits = A1_LIMITS
 
     def __init__(
         self, render_mode: str | None = None, render_width: int = 320, render_height: int = 240, **cfg: Any
@@ -93,12 +99,12 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self._init_kwargs = {"render_mode": render_mode, "render_width": render_width, "render_height": render_height}
         self._init_kwargs.update(cfg)
         self.render_mode, self.render_width, self.render_height = render_mode, render_width, render_height
-        self.cfg: A1Config = build(A1Config, cfg, "env_kwargs")
+        self.cfg: A1Config = build(self.config_class, cfg, "env_kwargs")
         ctl = self.cfg.control
         self.step_dt = ctl.step_dt
         clip = ctl.action_clip
         self.action_space = gymnasium.spaces.Box(-clip, clip, (12,), np.float32)
-        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (48,), np.float32)
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (self.num_obs,), np.float32)
         self._terms = rewards.active_terms(self.cfg.rewards.weights(), self.cfg.curriculum)
         #: Policy steps the env has taken in the run, over all its episodes: the curriculum's clock. It starts at 0;
         #: a resumed run's or a restarted worker's env is set to where the run was (``robo_safe_rl``'s env factory).
@@ -113,7 +119,7 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         )
         self.reward_bound = reward_bound(self.cfg, A1_LIMITS)
         self._default_q = np.array(robot.DEFAULT_JOINT_POS)
-        self._world = A1World(self.cfg, renders=render_mode == "rgb_array")
+        self._world = A1World(self.cfg, renders=render_mode == "rgb_array", terrain=self._terrain())
         span = self._world.joint_high - self._world.joint_low
         mid = 0.5 * (self._world.joint_high + self._world.joint_low)
         factor = self.cfg.rewards.soft_joint_limit_factor
@@ -164,8 +170,7 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         """
         self._world.check_open(type(self).__name__, "reset")
         super().reset(seed=seed)
-        if not self._state_finite:
-            self.rebuild_simulation()
+        spawn = self._begin_episode(seed is not None)
         w, ev, rng = self._world, self.cfg.events, self.np_random
         pybullet.restoreState(w.initial_state, physicsClientId=w.client)
         self._zero_episode_state()
@@ -174,7 +179,7 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
             q = np.clip(q * rng.uniform(*ev.joint_scale.range, size=12), w.joint_low, w.joint_high)
         yaw = float(rng.uniform(*ev.yaw.range)) if ev.yaw.enabled else 0.0
         orn = pybullet.getQuaternionFromEuler((0.0, 0.0, yaw))
-        w.reset_pose((0.0, 0.0, robot.SPAWN_HEIGHT), orn, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), q, np.zeros(12))
+        w.reset_pose(spawn, orn, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), q, np.zeros(12))
         self._friction = float(rng.uniform(*ev.friction.range)) if ev.friction.enabled else 1.0
         self._added_mass = float(rng.uniform(*ev.added_mass.range)) if ev.added_mass.enabled else 0.0
         w.set_friction(self._friction)
@@ -184,6 +189,22 @@ class A1FlatEnv(SimulatorProtocol, gymnasium.Env[np.ndarray, np.ndarray]):
         self._command = commands.sample(self.cfg.commands, rng)
         commands.update(self._command, yaw, self.cfg.commands)
         return self._observe(), {}
+
+    def _terrain(self) -> TerrainConfig | None:
+        """The terrain the world holds (``None``: flat ground, a plane)."""
+        return None
+
+    def _begin_episode(self, seeded: bool) -> tuple[float, float, float]:
+        """Prepare the world for the next episode and return the trunk's spawn position (m), before the world's state
+        is reset: the state the last episode ended in is still there. Here: rebuild a poisoned world; spawn above
+        the origin.
+
+        Args:
+            seeded: The reset was given a seed.
+        """
+        if not self._state_finite:
+            self.rebuild_simulation()
+        return (0.0, 0.0, robot.SPAWN_HEIGHT)
 
     def raw_step(self, action: np.ndarray) -> None:
         """Only the simulation part of :meth:`step`: PD torques and ``decimation`` physics substeps.

@@ -22,6 +22,7 @@ of 4 substeps) holds it at 0.300 m, 0.002 rad off, in 0.9 ms: a stiffer servo th
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pybullet
@@ -52,12 +53,19 @@ THIGH_LINKS: tuple[str, ...] = ("FR_upper", "FL_upper", "RR_upper", "RL_upper")
 TRUNK = -1
 
 
-def load_world(client: int, control: ControlConfig) -> tuple[int, int]:
-    """Configure an empty world (gravity, a 1/200 s substep) and load a plane and the A1 standing above it.
+def load_plane(client: int) -> int:
+    """Load pybullet_data's plane (the flat task's ground) and return its body id."""
+    return pybullet.loadURDF(os.path.join(pybullet_data.getDataPath(), "plane.urdf"), physicsClientId=client)
+
+
+def load_world(client: int, control: ControlConfig, load_ground: Callable[[int], int] = load_plane) -> tuple[int, int]:
+    """Configure an empty world (gravity, a 1/200 s substep) and load the ground and the A1 standing above it.
 
     Args:
         client: Physics client id.
         control: Substep length (``sim_dt``).
+        load_ground: Loads the ground into ``client`` and returns its body id (a plane, or the rough task's height
+            field).
 
     Returns:
         ``(ground, robot)`` body ids.
@@ -67,9 +75,10 @@ def load_world(client: int, control: ControlConfig) -> tuple[int, int]:
         client, physics.PhysicsSettings(gravity=9.81, timestep=control.sim_dt, frame_skip=1, solver_iterations=50)
     )
     data = pybullet_data.getDataPath()
-    ground = pybullet.loadURDF(os.path.join(data, "plane.urdf"), physicsClientId=client)
+    ground = load_ground(client)
     # Isaac Lab's terrain material: friction 1.0, restitution 0 (combined by multiplication, as Bullet does).
-    pybullet.changeDynamics(ground, -1, lateralFriction=1.0, restitution=0.0, physicsClientId=client)
+    for link in range(-1, pybullet.getNumJoints(ground, physicsClientId=client)):
+        pybullet.changeDynamics(ground, link, lateralFriction=1.0, restitution=0.0, physicsClientId=client)
     # URDF_USE_INERTIA_FROM_FILE: without it PyBullet replaces each link's inertia tensor by that of its collision
     # shapes at the URDF's mass, and the A1's legs turn far lighter than the robot's: the calf 0.00057 kg m^2 about its
     # axis instead of 0.0030, the thigh 0.0035 instead of 0.0055. Isaac Lab's dof_acc_l2 penalty of the same behaviour

@@ -11,7 +11,6 @@ import numpy as np
 import pybullet
 
 from robosafe_tasks.a1 import commands
-from robosafe_tasks.a1.limits import A1_LIMITS
 from robosafe_tasks.state import check_limits, validate_record
 
 #: Keys and shapes of :meth:`A1FlatEnv.get_sim_state`.
@@ -29,6 +28,9 @@ class SimulatorProtocol:
     _world: Any
     cfg: Any
     action_names: list[str]
+    limits: Any
+    #: Keys and shapes of :meth:`get_sim_state` (a task that keeps more state adds its keys).
+    state_shapes: dict[str, tuple[int, ...]] = STATE_SHAPES
 
     def rebuild_simulation(self) -> None:
         """Throw the physics world away and build it again (the recovery after a NaN reached PyBullet); then reset.
@@ -68,7 +70,7 @@ class SimulatorProtocol:
             ValueError: If a key is missing, a shape is wrong, or a value is not finite.
             pybullet.error: If the physics client is gone.
         """
-        v = validate_record(state, STATE_SHAPES)
+        v = validate_record(state, self.state_shapes)
         w = self._world
         w.reset_pose(v["base_pos"], v["base_orn"], v["base_lin_vel"], v["base_ang_vel"], v["joint_pos"], v["joint_vel"])
         flags = v["command_flags"]
@@ -87,10 +89,11 @@ class SimulatorProtocol:
         return self._observe()
 
     def check_state(self) -> str | None:
-        """``None`` if the last observed state is finite and within :data:`~robosafe_tasks.a1.limits.A1_LIMITS`,
-        else a one-line reason naming the quantity, its value and the limit."""
+        """``None`` if the last observed state is finite and within the env's ``limits`` (the flat task's
+        :data:`~robosafe_tasks.a1.limits.A1_LIMITS`), else a one-line reason naming the quantity, its value and the
+        limit."""
         query = self._last_query if self._last_query is not None else self._world.query()
-        return check_limits(query, A1_LIMITS, self.action_names)
+        return check_limits(query, self.limits, self.action_names)
 
     def break_simulation(self) -> None:
         """Fault injection: disconnect the physics client behind the env's back (the next call raises)."""
@@ -99,7 +102,7 @@ class SimulatorProtocol:
     def perturb_state(self, scale: float) -> None:
         """Fault injection: throw the base at ``scale`` times the speed limits, along (1, 1, 1) / sqrt(3)."""
         unit = scale / math.sqrt(3.0)
-        lin = [unit * A1_LIMITS.base_speed] * 3
-        ang = [unit * A1_LIMITS.base_angular_speed] * 3
+        lin = [unit * self.limits.base_speed] * 3
+        ang = [unit * self.limits.base_angular_speed] * 3
         pybullet.resetBaseVelocity(self._world.robot, lin, ang, physicsClientId=self._world.client)
         self._last_query = None

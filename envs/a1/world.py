@@ -17,8 +17,8 @@ import numpy as np
 import pybullet
 
 from robosafe_tasks import physics, render
-from robosafe_tasks.a1 import robot
-from robosafe_tasks.a1.config import A1Config
+from robosafe_tasks.a1 import robot, terrain
+from robosafe_tasks.a1.config import A1Config, TerrainConfig
 from robosafe_tasks.state import StateQuery
 
 # A joint state's position and velocity (getJointStates returns one tuple per joint).
@@ -35,12 +35,14 @@ class A1World:
             client before the bodies load, as the EGL plugin only draws what loads after it.
     """
 
-    def __init__(self, cfg: A1Config, renders: bool = False) -> None:
+    def __init__(self, cfg: A1Config, renders: bool = False, terrain: TerrainConfig | None = None) -> None:
         self.cfg = cfg
         self.renders = renders
         self.renderer: str | None = None  # "egl" or "tiny" once attached to the current client
         self.client = physics.NO_CLIENT
         self.closed = False
+        #: The rough task's ground (a height field holding one tile at a time); ``None``: a plane.
+        self.heightfield = HeightfieldGround(terrain) if terrain is not None else None
         self.build()
 
     def build(self) -> None:
@@ -51,7 +53,8 @@ class A1World:
         c = self.client
         if self.renders and self.renderer is None:
             self.renderer = render.attach(c)
-        self.ground, self.robot = robot.load_world(c, self.cfg.control)
+        loader = self.heightfield.load if self.heightfield is not None else robot.load_plane
+        self.ground, self.robot = robot.load_world(c, self.cfg.control, loader)
         joints = physics.find_motor_joints(c, self.robot)
         if tuple(joints.names) != robot.JOINT_NAMES:
             raise ValueError(f"{robot.URDF_FILE} has the motor joints {joints.names}, expected {robot.JOINT_NAMES}")
@@ -149,6 +152,71 @@ class A1World:
     def break_client(self) -> None:
         """Fault injection: disconnect the client behind the env's back, as a crashed engine would."""
         pybullet.disconnect(physicsClientId=self.client)
+
+
+class HeightfieldGround:
+    """The rough task's ground in one client: a ``GEOM_HEIGHTFIELD`` of one tile centred on the origin, and four
+    boxes whose tops continue it flat at height 0 for 100 m around (links of the same body, so that the ground is
+    one body for the contact queries).
+
+    The height field is made once per client with the range +-:data:`~robosafe_tasks.a1.terrain.HEIGHT_BOUND`
+    and each tile is written into it in place (``replaceHeightfieldIndex``, 2 ms for 81 x 81 samples): PyBullet
+    centres a height field on the middle of the range it was made with and keeps that range when its data are
+    replaced.
+
+    Args:
+        cfg: The terrain settings (tile size and spacing).
+    """
+
+    def __init__(self, cfg: TerrainConfig) -> None:
+        self.cfg = cfg
+        self.samples = terrain.samples_per_side(cfg)
+        self.client = physics.NO_CLIENT
+        self.shape = -1
+        #: The heights the client's height field holds now (``None``: flat, as made).
+        self.shown: np.ndarray | None = None
+
+    def load(self, client: int) -> int:
+        """Make the ground in ``client`` (flat) and return its body id."""
+        n, h, bound = self.samples, self.cfg.horizontal_scale, terrain.HEIGHT_BOUND
+        ranged = np.zeros((n, n))
+        ranged[0, 0], ranged[-1, -1] = -bound, bound  # fixes the range (and the placement) for every tile
+        self.client, self.shown = client, None
+        self.shape = pybullet.createCollisionShape(
+            pybullet.GEOM_HEIGHTFIELD, meshScale=[h, h, 1.0], heightfieldData=ranged.T.ravel().tolist(),
+            numHeightfieldRows=n, numHeightfieldColumns=n, physicsClientId=client,
+        )  # fmt: skip
+        self._write(np.zeros((n, n)))
+        half, far = self.cfg.tile_size / 2, 100.0
+        # The four boxes, 1 m thick with their tops at 0: +x, -x (the full depth), +y, -y (the tile's width).
+        mid, depth = (half + far) / 2, (far - half) / 2  # a box's centre and half-depth away from the tile
+        sides = [(mid, 0.0, depth, half + far), (-mid, 0.0, depth, half + far), (0.0, mid, half, depth),
+                 (0.0, -mid, half, depth)]  # fmt: skip
+        boxes = [
+            pybullet.createCollisionShape(pybullet.GEOM_BOX, halfExtents=[hx, hy, 0.5], physicsClientId=client)
+            for _, _, hx, hy in sides
+        ]
+        return pybullet.createMultiBody(
+            baseMass=0.0, baseCollisionShapeIndex=self.shape, linkMasses=[0.0] * 4, linkCollisionShapeIndices=boxes,
+            linkVisualShapeIndices=[-1] * 4, linkPositions=[[x, y, -0.5] for x, y, _, _ in sides],
+            linkOrientations=[[0.0, 0.0, 0.0, 1.0]] * 4, linkInertialFramePositions=[[0.0, 0.0, 0.0]] * 4,
+            linkInertialFrameOrientations=[[0.0, 0.0, 0.0, 1.0]] * 4, linkParentIndices=[0] * 4,
+            linkJointTypes=[pybullet.JOINT_FIXED] * 4, linkJointAxis=[[0.0, 0.0, 1.0]] * 4, physicsClientId=client,
+        )  # fmt: skip
+
+    def show(self, heights: np.ndarray) -> None:
+        """Make ``heights`` (a tile, shape (n, n)) the ground, unless it already is."""
+        if self.shown is not heights:
+            self._write(heights)
+            self.shown = heights
+
+    def _write(self, heights: np.ndarray) -> None:
+        n = self.samples
+        pybullet.createCollisionShape(
+            pybullet.GEOM_HEIGHTFIELD, meshScale=[self.cfg.horizontal_scale] * 2 + [1.0],
+            heightfieldData=heights.T.ravel().tolist(), numHeightfieldRows=n, numHeightfieldColumns=n,
+            replaceHeightfieldIndex=self.shape, physicsClientId=self.client,
+        )  # fmt: skip
 
 
 def joint_arrays(states: Any) -> tuple[np.ndarray, np.ndarray]:

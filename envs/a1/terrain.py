@@ -1,0 +1,228 @@
+"""The rough task's terrain as numbers: Isaac Lab's sub-terrain tiles as height fields, the level curriculum's rule,
+the surface height under any point, and the height scan around the base (pure numpy; PyBullet lives in
+:mod:`robosafe_tasks.a1.world`).
+
+A tile is a square array ``heights[i, j]`` in m, ``i`` along x and ``j`` along y, sample ``(i, j)`` at
+``((i - c) * h, (j - c) * h)`` from the tile's centre (``c = (n - 1) / 2``, ``h`` the horizontal scale). Between
+samples the surface is what PyBullet's ``GEOM_HEIGHTFIELD`` collides with: each square of four samples split into two
+triangles along its diagonal from ``(i + 1, j)`` to ``(i, j + 1)`` (measured against ``rayTest``:
+``tests/envs/test_a1_terrain.py``). Outside the tile the ground is flat at height 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from robosafe_tasks.a1.config import SUB_TERRAINS, TerrainConfig
+
+#: The height scan's grid around the base (Isaac Lab's ``GridPatternCfg(resolution=0.1, size=[1.6, 1.0])`` on the
+#: trunk, turned with its yaw only): 17 points along x by 11 along y, y-major (row by row in y, x fastest), as Isaac
+#: Lab's ``grid_pattern`` orders them.
+SCAN_X = np.round(np.arange(-0.8, 0.8 + 1e-9, 0.1), 10)
+SCAN_Y = np.round(np.arange(-0.5, 0.5 + 1e-9, 0.1), 10)
+SCAN_POINTS = np.stack(np.meshgrid(SCAN_X, SCAN_Y, indexing="xy"), axis=-1).reshape(-1, 2)
+NUM_SCAN = len(SCAN_POINTS)
+#: Isaac Lab's ``height_scan`` observation: trunk height - surface height - 0.5 m, clipped to +-1 m.
+SCAN_OFFSET = 0.5
+SCAN_CLIP = 1.0
+#: Every tile's heights lie within +-HEIGHT_BOUND m: PyBullet keeps the height range a height field was made with
+#: (its placement and bounding box) when its data are replaced, so the task's height field is made with this range
+#: once and every tile is written into it (measured: a replaced tile deeper than the first one's range sinks by half
+#: the difference, and the bounding box no longer covers it).
+HEIGHT_BOUND = 3.0
+
+
+def samples_per_side(cfg: TerrainConfig) -> int:
+    """Samples along a tile's side: ``tile_size / horizontal_scale + 1`` (81 for Isaac Lab's 8 m at 0.1 m)."""
+    n = round(cfg.tile_size / cfg.horizontal_scale)
+    if n < 2 or abs(n * cfg.horizontal_scale - cfg.tile_size) > 1e-6 * cfg.tile_size:
+        raise ValueError(
+            f"env_kwargs.terrain.tile_size {cfg.tile_size} must be a multiple (>= 2) of horizontal_scale "
+            f"{cfg.horizontal_scale}"
+        )
+    return n + 1
+
+
+def tile_kind(cfg: TerrainConfig, u: float) -> int:
+    """The sub-terrain (index into :data:`SUB_TERRAINS`) a uniform draw ``u`` in [0, 1) picks by the proportions."""
+    shares = np.array(list(cfg.proportions().values()))
+    edges = np.cumsum(shares) / shares.sum()
+    return int(min(np.searchsorted(edges, u, side="right"), len(edges) - 1))
+
+
+@functools.lru_cache(maxsize=128)
+def tile(cfg: TerrainConfig, kind: int, level: int) -> np.ndarray:
+    """The heights of the tile of sub-terrain ``kind`` at ``level`` (read-only; the same for every env of ``cfg``).
+
+    Its difficulty is ``(level + u) / num_levels`` with ``u`` uniform in [0, 1) (Isaac Lab's curriculum layout), and
+    ``u`` and the tile's random heights are drawn from a generator seeded by ``(cfg.seed, kind, level)``.
+
+    Raises:
+        ValueError: If a height leaves +-:data:`HEIGHT_BOUND` (naming the sub-terrain and its settings).
+    """
+    rng = np.random.default_rng((cfg.seed, kind, level))
+    difficulty = (level + rng.uniform()) / cfg.num_levels
+    n = samples_per_side(cfg)
+    # Integer offsets of each sample from the centre sample, along x (rows) and y (columns).
+    di = np.abs(np.arange(n) - (n - 1) // 2)
+    name = SUB_TERRAINS[kind]
+    if name.startswith("pyramid_stairs"):
+        heights = _stairs(cfg, di, difficulty)
+    elif name == "boxes":
+        heights = _boxes(cfg, n, difficulty, rng)
+    elif name == "random_rough":
+        heights = _random_rough(cfg, di, rng)
+    else:
+        heights = _slope(cfg, di, difficulty)
+    if name.endswith("_inv"):
+        heights = -heights
+    heights = np.round(heights / cfg.vertical_scale) * cfg.vertical_scale
+    if np.abs(heights).max() > HEIGHT_BOUND:
+        raise ValueError(
+            f"env_kwargs.terrain: the {name} tile of level {level} reaches {np.abs(heights).max():.2f} m, beyond the "
+            f"+-{HEIGHT_BOUND:g} m a tile may span; lower its heights or slope"
+        )
+    heights.setflags(write=False)
+    return heights
+
+
+def _pixels(length: float, cfg: TerrainConfig) -> int:
+    return round(length / cfg.horizontal_scale)
+
+
+def _stairs(cfg: TerrainConfig, di: np.ndarray, difficulty: float) -> np.ndarray:
+    s = cfg.stairs
+    step = s.step_height[0] + difficulty * (s.step_height[1] - s.step_height[0])
+    half = (len(di) - 1) // 2
+    # Chebyshev distance from the centre in samples; rings count inwards from the border's inner edge.
+    d = np.maximum(di[:, None], di[None, :])
+    inner = half - _pixels(s.border_width, cfg)
+    width = max(_pixels(s.step_width, cfg), 1)
+    num_steps = max(int((cfg.tile_size - 2 * s.border_width - s.platform_width) / 2 / s.step_width + 1e-9), 0)
+    # Ring k (k = 1 outermost) holds the samples inner - k * width <= d < inner - (k - 1) * width; the platform, one
+    # step above the last ring, the rest.
+    rings = np.minimum((inner - 1 - d) // width + 1, num_steps + 1)
+    return np.where(d < inner, rings, 0) * step
+
+
+def _slope(cfg: TerrainConfig, di: np.ndarray, difficulty: float) -> np.ndarray:
+    s = cfg.slope
+    slope = s.slope[0] + difficulty * (s.slope[1] - s.slope[0])
+    half = (len(di) - 1) // 2
+    inner = half - _pixels(s.border_width, cfg)
+    if inner <= 0:
+        return np.zeros((len(di), len(di)))
+    # Isaac Lab's pyramid: the product of two tents, 0 at the border and slope * half-width at the centre.
+    tent = np.clip(1.0 - di / inner, 0.0, 1.0)
+    surface = slope * inner * cfg.horizontal_scale * tent[:, None] * tent[None, :]
+    corner = np.clip(1.0 - _pixels(s.platform_width / 2, cfg) / inner, 0.0, 1.0)
+    return np.minimum(surface, slope * inner * cfg.horizontal_scale * corner * corner)
+
+
+def _random_rough(cfg: TerrainConfig, di: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    r = cfg.rough
+    levels = np.arange(r.noise[0], r.noise[1] + 0.5 * r.noise_step, r.noise_step)
+    heights = rng.choice(levels, size=(len(di), len(di)))
+    inner = (len(di) - 1) // 2 - _pixels(r.border_width, cfg)
+    d = np.maximum(di[:, None], di[None, :])
+    return np.where(d < inner, heights, 0.0)
+
+
+def _boxes(cfg: TerrainConfig, n: int, difficulty: float, rng: np.random.Generator) -> np.ndarray:
+    b = cfg.boxes
+    height = b.grid_height[0] + difficulty * (b.grid_height[1] - b.grid_height[0])
+    cells = int(cfg.tile_size / b.grid_width + 1e-9)
+    # The cells fill the tile but for a flat border of what is left over (Isaac Lab: 8 - 17 x 0.45 = 0.35 m).
+    start = -cells * b.grid_width / 2
+    coords = (np.arange(n) - (n - 1) / 2) * cfg.horizontal_scale
+    cell = np.floor((coords - start) / b.grid_width + 1e-9).astype(int)
+    inside = (cell >= 0) & (cell < cells)
+    tops = rng.uniform(-height, height, size=(cells, cells))
+    index = np.clip(cell, 0, cells - 1)
+    heights = np.where(inside[:, None] & inside[None, :], tops[np.ix_(index, index)], 0.0)
+    platform = np.abs(coords) <= b.platform_width / 2 + 1e-9
+    heights[np.ix_(platform, platform)] = height
+    return heights
+
+
+def origin_height(heights: np.ndarray, cfg: TerrainConfig) -> float:
+    """Height of the tile's spawn point: the highest sample within 1 m of the centre (Isaac Lab's height-field
+    tiles' origin; its stairs and boxes put it on their platform, which is that height)."""
+    c = (len(heights) - 1) // 2
+    r = _pixels(1.0, cfg)
+    return float(heights[c - r : c + r + 1, c - r : c + r + 1].max())
+
+
+def surface_height(heights: np.ndarray, spacing: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The ground's height under the points ``(x, y)`` (m, from the tile's centre): on the tile, the height field's
+    triangle (module docstring), linear in it; off the tile, 0.
+
+    Args:
+        heights: A tile, shape (n, n).
+        spacing: Its horizontal scale in m.
+        x: Shape (k,).
+        y: Shape (k,).
+
+    Returns:
+        Shape (k,).
+    """
+    n = len(heights)
+    u = x / spacing + (n - 1) / 2
+    v = y / spacing + (n - 1) / 2
+    on = (u >= 0.0) & (u <= n - 1) & (v >= 0.0) & (v <= n - 1)
+    i = np.clip(np.floor(u).astype(int), 0, n - 2)
+    j = np.clip(np.floor(v).astype(int), 0, n - 2)
+    fu, fv = u - i, v - j
+    h00, h10, h01, h11 = heights[i, j], heights[i + 1, j], heights[i, j + 1], heights[i + 1, j + 1]
+    # Below the diagonal (fu + fv <= 1): the triangle (i, j), (i + 1, j), (i, j + 1); above it: (i + 1, j + 1), ...
+    low = h00 + fu * (h10 - h00) + fv * (h01 - h00)
+    high = h11 + (1.0 - fu) * (h01 - h11) + (1.0 - fv) * (h10 - h11)
+    return np.where(on, np.where(fu + fv <= 1.0, low, high), 0.0)
+
+
+def height_scan(
+    heights: np.ndarray, spacing: float, base_pos: Sequence[float], yaw: float, noise: np.ndarray | None = None
+) -> np.ndarray:
+    """Isaac Lab's ``height_scan`` of the terrain under :data:`SCAN_POINTS` around the base (turned by its yaw):
+    trunk height - surface height - :data:`SCAN_OFFSET`, plus ``noise`` if given, clipped to +-:data:`SCAN_CLIP`
+    (Isaac Lab's observation manager adds the noise before the clip).
+
+    Returns:
+        Shape (NUM_SCAN,), float64.
+    """
+    c, s = math.cos(yaw), math.sin(yaw)
+    px, py = SCAN_POINTS[:, 0], SCAN_POINTS[:, 1]
+    x = base_pos[0] + c * px - s * py
+    y = base_pos[1] + s * px + c * py
+    scan = base_pos[2] - surface_height(heights, spacing, x, y) - SCAN_OFFSET
+    if noise is not None:
+        scan += noise
+    return np.clip(scan, -SCAN_CLIP, SCAN_CLIP)
+
+
+def next_level(level: int, distance: float, commanded: float, cfg: TerrainConfig, u: float) -> int:
+    """Isaac Lab's ``terrain_levels_vel`` for one env whose episode ended: up a level when the robot ended farther
+    than half a tile from its spawn point, down when nearer than half what its command (speed ``commanded`` m/s)
+    would carry it in a 20 s episode; past the top level, a random level (``u`` uniform in [0, 1) picks it).
+
+    Args:
+        level: The episode's level.
+        distance: Planar distance in m from the spawn point at the episode's end.
+        commanded: Planar speed of the command at the episode's end in m/s.
+        cfg: The terrain settings.
+        u: A uniform draw in [0, 1).
+    """
+    up = distance > cfg.tile_size / 2
+    down = not up and distance < commanded * EPISODE_S * 0.5
+    level += int(up) - int(down)
+    if level >= cfg.num_levels:
+        return min(int(u * cfg.num_levels), cfg.num_levels - 1)
+    return max(level, 0)
+
+
+#: Isaac Lab's ``max_episode_length_s`` of the velocity tasks, which ``terrain_levels_vel`` scales the command by.
+EPISODE_S = 20.0
