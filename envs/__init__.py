@@ -8,6 +8,8 @@ Registered ids (each with ``max_episode_steps=1000``, so gymnasium's ``TimeLimit
 - ``RoboSafe/Walker2D-v0``: :class:`robosafe_tasks.walker2d.Walker2DEnv`, ``Walker2DBulletEnv-v0``.
 - ``RoboSafe/A1Flat-v0``: :class:`robosafe_tasks.a1.A1FlatEnv`, Isaac Lab's flat velocity task for the Unitree A1
   (1000 steps of 20 ms: its 20 s episodes).
+- ``RoboSafe/A1Rough-v0``: :class:`robosafe_tasks.a1.A1RoughEnv`, the same on Isaac Lab's rough terrain, with its
+  height scan and terrain curriculum.
 
 This package imports neither rsl-rl nor ``robo_safe_rl``.
 """
@@ -23,6 +25,7 @@ TASKS: dict[str, str] = {
     "RoboSafe/Hopper-v0": "robosafe_tasks.hopper:HopperEnv",
     "RoboSafe/Walker2D-v0": "robosafe_tasks.walker2d:Walker2DEnv",
     "RoboSafe/A1Flat-v0": "robosafe_tasks.a1:A1FlatEnv",
+    "RoboSafe/A1Rough-v0": "robosafe_tasks.a1:A1RoughEnv",
 }
 
 #: Episode length of every task, in env steps (the pybullet_envs registrations use 1000).

@@ -22,6 +22,7 @@ TASKS = [
     # name, id, observation and action sizes, whether it declares a mirror (the Hopper is one leg; the HalfCheetah's
     # front and back legs differ, and it has no left and right)
     ("a1_flat", "RoboSafe/A1Flat-v0", 48, 12, "yes"),
+    ("a1_rough", "RoboSafe/A1Rough-v0", 235, 12, "yes"),
     ("ant", "RoboSafe/Ant-v0", 28, 8, "yes"),
     ("half_cheetah", "RoboSafe/HalfCheetah-v0", 26, 6, "no"),
     ("hopper", "RoboSafe/Hopper-v0", 15, 3, "no"),
