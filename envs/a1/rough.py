@@ -36,16 +36,7 @@ from robosafe_tasks.a1.config import A1RoughConfig, TerrainConfig
 from robosafe_tasks.a1.env import A1FlatEnv
 from robosafe_tasks.a1.limits import A1_LIMITS
 from robosafe_tasks.a1.sim_state import STATE_SHAPES
-from robosafe_tasks.a1.terrain import (
-    NUM_SCAN,
-    SCAN_X,
-    SCAN_Y,
-    height_scan,
-    next_level,
-    origin_height,
-    tile,
-    tile_kind,
-)
+from robosafe_tasks.a1.terrain import NUM_SCAN, SCAN_X, SCAN_Y, Tile, next_level, tile, tile_kind
 from robosafe_tasks.a1.world import yaw_of
 
 #: Half-width of the uniform noise on the height scan in m (``PolicyCfg.height_scan``'s ``Unoise(-0.1, 0.1)``).
@@ -99,7 +90,7 @@ class A1RoughEnv(A1FlatEnv):
         #: The sub-terrain (index into ``SUB_TERRAINS``) and level of the env's tile; drawn at the first reset.
         self._kind: int | None = None
         self._level = 0
-        self._tile: np.ndarray | None = None
+        self._tile: Tile | None = None
         super().__init__(render_mode=render_mode, render_width=render_width, render_height=render_height, **cfg)
 
     @property
@@ -133,15 +124,16 @@ class A1RoughEnv(A1FlatEnv):
             self.rebuild_simulation()
         self._show_tile()
         dx, dy = rng.uniform(-SPAWN_SPREAD, SPAWN_SPREAD, size=2)
-        return (float(dx), float(dy), origin_height(self._tile, t) + robot.SPAWN_HEIGHT)
+        return (float(dx), float(dy), self._tile.origin + robot.SPAWN_HEIGHT)
 
     def _show_tile(self) -> None:
         """Put the tile of the env's sub-terrain and level into the world, with the trunk-height bound it implies:
         the flat task's, from the tile's lowest to 3 m above its highest ground (the ground around is at 0)."""
         self._tile = tile(self.cfg.terrain, self._kind, self._level)
-        self._world.heightfield.show(self._tile)
+        self._world.heightfield.show(self._tile.heights)
         low, high = A1_LIMITS.base_height
-        base_height = (min(float(self._tile.min()), 0.0) + low, max(float(self._tile.max()), 0.0) + high)
+        heights = self._tile.heights
+        base_height = (min(float(heights.min()), 0.0) + low, max(float(heights.max()), 0.0) + high)
         if base_height != self.limits.base_height:
             self.limits = dataclasses.replace(A1_LIMITS, base_height=base_height)
 
@@ -168,7 +160,7 @@ class A1RoughEnv(A1FlatEnv):
             return np.concatenate((flat, np.zeros(NUM_SCAN, np.float32)))
         pos, orn = self._last_query[0], self._last_query[1]
         noise = self.np_random.uniform(-SCAN_NOISE, SCAN_NOISE, NUM_SCAN) if self.cfg.obs_noise else None
-        scan = height_scan(self._tile, self.cfg.terrain.horizontal_scale, pos, yaw_of(orn), noise)
+        scan = self._tile.scan(pos, yaw_of(orn), noise)
         return np.concatenate((flat, scan.astype(np.float32)))
 
     def get_sim_state(self) -> dict[str, np.ndarray]:

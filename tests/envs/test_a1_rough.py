@@ -67,12 +67,12 @@ def test_a_reset_spawns_on_its_tile_and_the_observation_scans_it() -> None:
     obs, _ = env.reset(seed=5)
     kind, level = env.terrain_kind, env.terrain_level
     assert kind is not None and 0 <= level <= 5
-    heights = terrain.tile(env.cfg.terrain, kind, level)
+    ground = terrain.tile(env.cfg.terrain, kind, level)
     state = env.get_sim_state()
     pos = state["base_pos"]
     assert np.abs(pos[:2]).max() <= 0.5
-    assert pos[2] == pytest.approx(terrain.origin_height(heights, env.cfg.terrain) + robot.SPAWN_HEIGHT)
-    scan = terrain.height_scan(heights, 0.1, pos, yaw_of(state["base_orn"]))
+    assert pos[2] == pytest.approx(ground.origin + robot.SPAWN_HEIGHT)
+    scan = ground.scan(pos, yaw_of(state["base_orn"]))
     np.testing.assert_allclose(obs[48:], scan.astype(np.float32))
     np.testing.assert_array_equal(state["terrain"], [kind, level])
     obs, *_, info = env.step(np.zeros(12, np.float32))
@@ -163,7 +163,7 @@ def test_trunk_height_bound_follows_the_tile() -> None:
     # At the bottom of the deepest stair pit the trunk is 1.1 m below the flat ground: plausible here, where the
     # flat task's bound starts at its floor.
     on_tile(env, STAIRS_INV, 9, (0.0, 0.0, -1.1), [0.0, 0.0, 0.0])
-    pit = terrain.tile(env.cfg.terrain, STAIRS_INV, 9)
+    pit = terrain.tile(env.cfg.terrain, STAIRS_INV, 9).heights
     assert env.limits.base_height == (pit.min(), 3.0)
     assert env.check_state() is None
     on_tile(env, STAIRS_INV, 9, (0.0, 0.0, pit.min() - 0.1), [0.0, 0.0, 0.0])
@@ -186,11 +186,11 @@ def test_safe_step_keeps_a_nan_target_from_the_engine_and_a_rebuild_shows_the_ti
     assert terminated and info["safe_step"]["rebuilt"]
     # The rebuilt world holds the same tile (PyBullet's ray finds its ground), and restoring the state before the
     # crash scans it as before.
-    heights = terrain.tile(inner.cfg.terrain, inner.terrain_kind, inner.terrain_level)
+    ground = terrain.tile(inner.cfg.terrain, inner.terrain_kind, inner.terrain_level)
     hit = pybullet.rayTest([2.55, -1.45, 5.0], [2.55, -1.45, -5.0], physicsClientId=inner.client_id)[0]
-    assert hit[3][2] == pytest.approx(terrain.surface_height(heights, 0.1, np.array([2.55]), np.array([-1.45]))[0])
+    assert hit[3][2] == pytest.approx(ground.surface(np.array([2.55]), np.array([-1.45]))[0])
     obs = inner.set_sim_state(before)
-    scan = terrain.height_scan(heights, 0.1, before["base_pos"], yaw_of(before["base_orn"]))
+    scan = ground.scan(before["base_pos"], yaw_of(before["base_orn"]))
     np.testing.assert_allclose(obs[48:], scan.astype(np.float32), atol=1e-6)
     env.close()
 
@@ -198,10 +198,10 @@ def test_safe_step_keeps_a_nan_target_from_the_engine_and_a_rebuild_shows_the_ti
 def test_scan_mirror_is_the_scan_of_the_mirrored_pose() -> None:
     # On a tile symmetric in y (pyramid stairs), the trunk at (x, y) with yaw psi and at (x, -y) with yaw -psi scan
     # mirror images of each other.
-    heights = terrain.tile(quiet_rough().cfg.terrain, STAIRS, 6)
+    stairs = terrain.tile(quiet_rough().cfg.terrain, STAIRS, 6)
     index = np.array(A1RoughEnv.observation_mirror[0][48:]) - 48
-    a = terrain.height_scan(heights, 0.1, (2.6, 1.3, 1.2), 0.4)
-    b = terrain.height_scan(heights, 0.1, (2.6, -1.3, 1.2), -0.4)
+    a = stairs.scan((2.6, 1.3, 1.2), 0.4)
+    b = stairs.scan((2.6, -1.3, 1.2), -0.4)
     np.testing.assert_allclose(b, a[index], atol=1e-9)
     assert not np.allclose(b, a, atol=1e-3)
     assert sorted(index) == list(range(187)) and all(A1RoughEnv.observation_mirror[1][48:])
