@@ -91,6 +91,8 @@ class A1RoughEnv(A1FlatEnv):
         self._kind: int | None = None
         self._level = 0
         self._tile: Tile | None = None
+        #: The world was rebuilt since the episode began: where the episode ended is lost, so the level stays.
+        self._episode_lost = False
         super().__init__(render_mode=render_mode, render_width=render_width, render_height=render_height, **cfg)
 
     @property
@@ -113,7 +115,7 @@ class A1RoughEnv(A1FlatEnv):
         if self._kind is None or seeded:
             self._kind = tile_kind(t, float(rng.uniform()))
             self._level = int(rng.integers(0, t.max_init_level + 1))
-        elif t.curriculum and self._state_finite and self._elapsed_steps > 0:
+        elif t.curriculum and self._state_finite and not self._episode_lost and self._elapsed_steps > 0:
             # The world still holds the state the episode ended in, and the command it ended with.
             pos = self._world.query()[0]
             command = self._command.velocity
@@ -122,6 +124,7 @@ class A1RoughEnv(A1FlatEnv):
             )
         if not self._state_finite:
             self.rebuild_simulation()
+        self._episode_lost = False
         self._show_tile()
         dx, dy = rng.uniform(-SPAWN_SPREAD, SPAWN_SPREAD, size=2)
         return (float(dx), float(dy), self._tile.origin + robot.SPAWN_HEIGHT)
@@ -138,8 +141,11 @@ class A1RoughEnv(A1FlatEnv):
             self.limits = dataclasses.replace(A1_LIMITS, base_height=base_height)
 
     def rebuild_simulation(self) -> None:
-        """The flat task's rebuild; the new world shows the env's tile again (made flat, as every new client)."""
+        """The flat task's rebuild; the new world shows the env's tile again (made flat, as every new client). The
+        next reset keeps the level: the state the episode ended in went with the old world (SafeStep rebuilds after
+        a physics error or an implausible state, then resets)."""
         super().rebuild_simulation()
+        self._episode_lost = True
         if self._kind is not None:
             self._show_tile()
 

@@ -180,10 +180,15 @@ def test_safe_step_keeps_a_nan_target_from_the_engine_and_a_rebuild_shows_the_ti
     assert np.isfinite(obs).all() and math.isfinite(reward) and not terminated
     assert env.counters["nonfinite_actions"] == 1
     inner = env.unwrapped
+    on_tile(inner, STAIRS, 4, (0.0, 0.0, 1.0), [1.0, 0.0, 0.0])  # level 4, commanded 1 m/s
+    env.step(np.zeros(12, np.float32))
     before = inner.get_sim_state()
     inner.break_simulation()
     obs, _, terminated, _, info = env.step(np.zeros(12, np.float32))
     assert terminated and info["safe_step"]["rebuilt"]
+    # Where the crashed episode ended went with the old world: the level stays (a robot at the new world's origin
+    # would have walked 0 of the 20 m asked, and gone down).
+    assert (inner.terrain_kind, inner.terrain_level) == (STAIRS, 4)
     # The rebuilt world holds the same tile (PyBullet's ray finds its ground), and restoring the state before the
     # crash scans it as before.
     ground = terrain.tile(inner.cfg.terrain, inner.terrain_kind, inner.terrain_level)
