@@ -530,8 +530,8 @@ A1_TARGET_ERROR = 0.2
 A1_ENVS = 128
 #: Training budget of the A1 tracking figure: 2,000 x 128 envs x 24 steps = 6,144,000 env steps per run, a checkpoint
 #: every 250 iterations (the curve's points). Three such runs at once ran 17-23 iterations a minute each on a 2-core
-#: Intel Xeon (2026-12-07, stopped part way), so about 1 h 45 min: not yet run to the end. ``--reuse`` takes finished
-#: runs only, so a bench stopped part way trains an unfinished run again from its start.
+#: Intel Xeon (2026-12-07, stopped part way), so about 1 h 45 min: not yet run to the end. The section takes no
+#: ``--reuse``: a bench stopped part way trains its runs again from their start.
 A1_ITERATIONS = 2000
 A1_SAVE_INTERVAL = 250
 #: The A1 recipe's rewards (BENCHMARKS.md, "The five smoothing penalties"): the five penalties on how the robot moves
