@@ -280,6 +280,12 @@ class StairsConfig:
     platform_width: float = 3.0
     border_width: float = 1.0
 
+    def __post_init__(self) -> None:
+        _at_least("stairs.step_height", self.step_height[0], 0.0)
+        _above("stairs.step_width", self.step_width, 0.0)
+        _at_least("stairs.platform_width", self.platform_width, 0.0)
+        _at_least("stairs.border_width", self.border_width, 0.0)
+
 
 @dataclass(frozen=True)
 class BoxesConfig:
@@ -299,6 +305,11 @@ class BoxesConfig:
     grid_height: tuple[float, float] = (0.025, 0.1)
     platform_width: float = 2.0
 
+    def __post_init__(self) -> None:
+        _above("boxes.grid_width", self.grid_width, 0.0)
+        _at_least("boxes.grid_height", self.grid_height[0], 0.0)
+        _at_least("boxes.platform_width", self.platform_width, 0.0)
+
 
 @dataclass(frozen=True)
 class RoughConfig:
@@ -316,6 +327,10 @@ class RoughConfig:
     noise: tuple[float, float] = (0.01, 0.06)
     noise_step: float = 0.01
     border_width: float = 0.25
+
+    def __post_init__(self) -> None:
+        _above("rough.noise_step", self.noise_step, 0.0)
+        _at_least("rough.border_width", self.border_width, 0.0)
 
 
 @dataclass(frozen=True)
@@ -338,37 +353,54 @@ class SlopeConfig:
     platform_width: float = 2.0
     border_width: float = 0.25
 
+    def __post_init__(self) -> None:
+        _at_least("slope.slope", self.slope[0], 0.0)
+        _at_least("slope.platform_width", self.platform_width, 0.0)
+        _at_least("slope.border_width", self.border_width, 0.0)
+
 
 @dataclass(frozen=True)
 class TerrainConfig:
     """Isaac Lab's rough terrain (``ROUGH_TERRAINS_CFG`` with the A1's overrides) and its level curriculum
     (``mdp.terrain_levels_vel``).
 
-    Isaac Lab lays out one mesh of ``num_rows`` difficulty levels by ``num_cols`` sub-terrain columns and spawns
-    each env's robot on the tile of its level in its column. Here each env is its own PyBullet world and holds one
-    tile at a time, the tile of its level and sub-terrain (a height field of 81 x 81 samples adds 12 MiB to an env;
-    the whole 10 x 20 grid as one height field of 800 x 1600 samples took 1.2 GB and 11 s to make in one client,
-    measured), with flat ground at height 0 around it where Isaac Lab has the neighbouring tiles. Every env draws
-    the same tile for a given level and sub-terrain (``seed``), as Isaac Lab's envs share one terrain.
+    Isaac Lab lays out one mesh of ``num_rows`` difficulty levels by ``num_cols`` columns, each column one
+    sub-terrain (by the proportions: 4 of the 20 are stairs) with its own random tiles, and spawns each env's robot
+    on the tile of its level in its column (columns assigned by env index). Here each env is its own PyBullet world
+    and holds one tile at a time, the tile of its level in its column (a height field of 81 x 81 samples adds 12 MiB
+    to an env; the whole 10 x 20 grid as one height field of 800 x 1600 samples took 1.2 GB and 11 s to make in one
+    client, measured), with flat ground at height 0 around it where Isaac Lab has the neighbouring tiles; an env
+    draws its column at a seeded reset. The tiles are the same in every env of a configuration (``seed``), as Isaac
+    Lab's envs share one terrain. Widths are taken in whole samples of ``horizontal_scale`` and heights on the grid
+    of ``vertical_scale``, as Isaac Lab's height-field sub-terrains take them (its stairs and boxes are meshes, not
+    rounded).
 
     Attributes:
         tile_size: Side of a tile in m (8.0).
         horizontal_scale: Sample spacing of the height field in m (0.1).
         vertical_scale: Heights are multiples of this, in m (0.005).
         num_levels: Difficulty levels (``num_rows``: 10); level L has difficulty (L + u) / num_levels, u uniform.
-        max_init_level: Levels drawn at the start are 0 .. max_init_level (``max_init_terrain_level``: 5).
-        curriculum: Move an env up a level when its robot walked farther than half a tile from its spawn, down
-            when it walked less than half the distance its command asked for over 20 s (``terrain_levels_vel``);
-            past the top level it goes to a random level. Off: an env keeps the level its seeded reset drew.
-        seed: Seed of the tiles' random heights.
+        num_cols: Columns of tiles (``num_cols``: 20), shared among the sub-terrains by their proportions.
+        max_init_level: Levels drawn at a seeded reset are 0 .. max_init_level (``max_init_terrain_level``: 5;
+            ``num_levels - 1`` spreads an evaluation over every level, as Isaac Lab's play configurations do).
+        curriculum: Move an env up a level when its robot ended an episode farther than half a tile from the
+            tile's centre (Isaac Lab's env origin), down when nearer than half the distance its command asked for
+            over ``episode_s`` (``terrain_levels_vel``); past the top level it goes to a random level. Off: an env
+            keeps the level its seeded reset drew.
+        episode_s: The episode's time limit in s that the curriculum scales the command by (Isaac Lab's
+            ``max_episode_length_s``: the registration's 1000 steps of 20 ms). An env cannot see the time limit
+            gymnasium wraps it in, so a run that changes ``task.max_episode_steps`` sets this to match.
+        seed: Seed of the tiles' random heights (>= 0).
     """
 
     tile_size: float = 8.0
     horizontal_scale: float = 0.1
     vertical_scale: float = 0.005
     num_levels: int = 10
+    num_cols: int = 20
     max_init_level: int = 5
     curriculum: bool = True
+    episode_s: float = 20.0
     seed: int = 0
     stairs: StairsConfig = field(default_factory=StairsConfig)
     boxes: BoxesConfig = field(default_factory=BoxesConfig)
@@ -376,11 +408,19 @@ class TerrainConfig:
     slope: SlopeConfig = field(default_factory=SlopeConfig)
 
     def __post_init__(self) -> None:
-        for name in ("tile_size", "horizontal_scale", "vertical_scale"):
+        for name in ("tile_size", "horizontal_scale", "vertical_scale", "episode_s"):
             if not getattr(self, name) > 0.0:
                 raise ValueError(f"env_kwargs.terrain.{name} must be > 0, got {getattr(self, name)}")
-        if self.num_levels < 1:
-            raise ValueError(f"env_kwargs.terrain.num_levels must be >= 1, got {self.num_levels}")
+        samples = self.tile_size / self.horizontal_scale
+        if round(samples) < 2 or abs(samples - round(samples)) > 1e-6 * samples:
+            raise ValueError(
+                f"env_kwargs.terrain.tile_size {self.tile_size} must be a multiple (>= 2) of horizontal_scale "
+                f"{self.horizontal_scale}"
+            )
+        for name in ("num_levels", "num_cols"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"env_kwargs.terrain.{name} must be >= 1, got {getattr(self, name)}")
+        _at_least("seed", self.seed, 0)
         if not 0 <= self.max_init_level < self.num_levels:
             raise ValueError(
                 f"env_kwargs.terrain.max_init_level must be in [0, num_levels - 1 = {self.num_levels - 1}], "
@@ -391,6 +431,22 @@ class TerrainConfig:
             raise ValueError(
                 f"env_kwargs.terrain: the sub-terrain proportions must be >= 0 and not all 0, got {shares}"
             )
+        # The highest ground each sub-terrain can reach, so that a tile beyond the height field's range is refused
+        # here rather than when the curriculum first reaches its level, hours into a run.
+        st, sl = self.stairs, self.slope
+        steps = (self.tile_size - 2 * st.border_width - st.platform_width) // (2 * st.step_width) + 2
+        highest = {
+            "stairs.step_height": steps * st.step_height[1],
+            "slope.slope": sl.slope[1] * (self.tile_size - 2 * sl.border_width) / 2,
+            "boxes.grid_height": self.boxes.grid_height[1],
+            "rough.noise": max(abs(self.rough.noise[0]), abs(self.rough.noise[1])),
+        }
+        for key, height in highest.items():
+            if height > HEIGHT_BOUND:
+                raise ValueError(
+                    f"env_kwargs.terrain.{key}: its hardest tile would reach {height:.2f} m, beyond the "
+                    f"+-{HEIGHT_BOUND:g} m a tile may span"
+                )
 
     def proportions(self) -> dict[str, float]:
         """Sub-terrain name -> its share of the tiles (not normalised), in :data:`SUB_TERRAINS` order."""
@@ -398,6 +454,22 @@ class TerrainConfig:
         return dict(zip(SUB_TERRAINS, (s.proportion, s.inverted_proportion, b.proportion, r.proportion,
                                        sl.proportion, sl.inverted_proportion), strict=True))  # fmt: skip
 
+
+def _above(key: str, value: float, low: float) -> None:
+    if not value > low:
+        raise ValueError(f"env_kwargs.terrain.{key} must be > {low:g}, got {value}")
+
+
+def _at_least(key: str, value: float, low: float) -> None:
+    if not value >= low:
+        raise ValueError(f"env_kwargs.terrain.{key} must be >= {low:g}, got {value}")
+
+
+#: Every tile's heights lie within +-HEIGHT_BOUND m: PyBullet keeps the height range a height field was made with
+#: (its placement and bounding box) when its data are replaced, so the rough task's height field is made with this
+#: range once and every tile is written into it (measured: a replaced tile deeper than the first one's range sinks
+#: by half the difference, and the bounding box no longer covers it).
+HEIGHT_BOUND = 3.0
 
 #: The sub-terrains of :class:`TerrainConfig`, in the order of ``ROUGH_TERRAINS_CFG``.
 SUB_TERRAINS: tuple[str, ...] = (

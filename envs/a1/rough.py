@@ -3,10 +3,12 @@
 
 The flat task (:mod:`robosafe_tasks.a1.env`: the same robot, actions, commands, events, terminations and step) on
 Isaac Lab's rough terrain (:mod:`robosafe_tasks.a1.terrain`): at each reset the env's robot is placed on the tile of
-its sub-terrain at its level, within +-0.5 m of the tile's centre and above its highest point near there; a seeded
-reset draws the sub-terrain (by the proportions) and a starting level (0 .. ``max_init_level``), and every other
-reset moves the level by the curriculum (Isaac Lab's ``terrain_levels_vel``) from how far the last episode carried
-the robot.
+its column at its level, within +-0.5 m of the tile's centre and above its highest point near there; a seeded reset
+draws the column (and so the sub-terrain, by the proportions) and a starting level (0 .. ``max_init_level``), and
+every other reset moves the level by the curriculum (Isaac Lab's ``terrain_levels_vel``) from where the last episode
+left the robot. So an evaluation or a replay, whose resets are seeded, sees levels 0 .. ``max_init_level`` only
+(set it to ``num_levels - 1`` to spread one over every level), and a restarted env worker's envs start again from
+their drawn levels.
 
 Observation (235,), float32: the flat task's 48, then Isaac Lab's ``height_scan`` (187): trunk height - ground
 height - 0.5 m at 17 x 11 points 0.1 m apart around the trunk (1.6 m along its heading, 1.0 m across), turned with
@@ -19,8 +21,9 @@ Rewards: the flat task's terms with the rough task's weights (no flat-orientatio
 ``Curriculum/terrain_levels``).
 
 Deliberate differences from Isaac Lab: one tile per world, flat ground around it (Isaac Lab: the neighbouring tiles);
-the stairs and boxes are height fields, so a step's face is a ramp one sample (0.1 m) wide; SafeStep's bound on the
-trunk height follows the tile's lowest and highest ground.
+columns drawn at seeded resets (Isaac Lab: by env index); the stairs and boxes are height fields, so a step's face is
+a ramp one sample (0.1 m) wide, and every square of samples is split along the other diagonal than Isaac Lab's
+height-field meshes (PyBullet's); SafeStep's bound on the trunk height follows the tile's lowest and highest ground.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from robosafe_tasks.a1.config import A1RoughConfig, TerrainConfig
 from robosafe_tasks.a1.env import A1FlatEnv
 from robosafe_tasks.a1.limits import A1_LIMITS
 from robosafe_tasks.a1.sim_state import STATE_SHAPES
-from robosafe_tasks.a1.terrain import NUM_SCAN, SCAN_X, SCAN_Y, Tile, next_level, tile, tile_kind
+from robosafe_tasks.a1.terrain import NUM_SCAN, SCAN_X, SCAN_Y, Tile, column_kind, next_level, tile
 from robosafe_tasks.a1.world import yaw_of
+from robosafe_tasks.state import validate_record
 
 #: Half-width of the uniform noise on the height scan in m (``PolicyCfg.height_scan``'s ``Unoise(-0.1, 0.1)``).
 SCAN_NOISE = 0.1
@@ -79,7 +83,7 @@ class A1RoughEnv(A1FlatEnv):
         (*A1FlatEnv.observation_mirror[0], *(48 + i for i in _SCAN_MIRROR[0])),
         (*A1FlatEnv.observation_mirror[1], *_SCAN_MIRROR[1]),
     )
-    #: The flat task's state and the tile: (sub-terrain index, level).
+    #: The flat task's state and the tile: (column, level).
     state_shapes: ClassVar[dict[str, tuple[int, ...]]] = {**STATE_SHAPES, "terrain": (2,)}
 
     cfg: A1RoughConfig
@@ -87,8 +91,8 @@ class A1RoughEnv(A1FlatEnv):
     def __init__(
         self, render_mode: str | None = None, render_width: int = 320, render_height: int = 240, **cfg: Any
     ) -> None:
-        #: The sub-terrain (index into ``SUB_TERRAINS``) and level of the env's tile; drawn at the first reset.
-        self._kind: int | None = None
+        #: The column and level of the env's tile; drawn at the first reset.
+        self._column: int | None = None
         self._level = 0
         self._tile: Tile | None = None
         #: The world was rebuilt since the episode began: where the episode ended is lost, so the level stays.
@@ -101,27 +105,33 @@ class A1RoughEnv(A1FlatEnv):
         return self._level
 
     @property
+    def terrain_column(self) -> int | None:
+        """The column of the env's tile; ``None`` before the first reset."""
+        return self._column
+
+    @property
     def terrain_kind(self) -> int | None:
         """The sub-terrain of the env's tile (index into ``SUB_TERRAINS``); ``None`` before the first reset."""
-        return self._kind
+        return None if self._column is None else column_kind(self.cfg.terrain, self._column)
 
     def _terrain(self) -> TerrainConfig:
         return self.cfg.terrain
 
     def _begin_episode(self, seeded: bool) -> tuple[float, float, float]:
-        """Move the level by the curriculum (or draw sub-terrain and level at a seeded reset), show the tile, and
-        spawn above it (module docstring)."""
+        """Move the level by the curriculum (or draw column and level at a seeded reset), show the tile, and spawn
+        above it (module docstring)."""
         t, rng = self.cfg.terrain, self.np_random
-        if self._kind is None or seeded:
-            self._kind = tile_kind(t, float(rng.uniform()))
+        if self._column is None or seeded:
+            self._column = int(rng.integers(0, t.num_cols))
             self._level = int(rng.integers(0, t.max_init_level + 1))
         elif t.curriculum and self._state_finite and not self._episode_lost and self._elapsed_steps > 0:
             # The world still holds the state the episode ended in, and the command it ended with.
             pos = self._world.query()[0]
             command = self._command.velocity
             self._level = next_level(
-                self._level, math.hypot(pos[0], pos[1]), math.hypot(command[0], command[1]), t, float(rng.uniform())
-            )
+                self._level, math.hypot(pos[0], pos[1]), math.hypot(command[0], command[1]), t.episode_s, t,
+                float(rng.uniform()),
+            )  # fmt: skip
         if not self._state_finite:
             self.rebuild_simulation()
         self._episode_lost = False
@@ -130,9 +140,9 @@ class A1RoughEnv(A1FlatEnv):
         return (float(dx), float(dy), self._tile.origin + robot.SPAWN_HEIGHT)
 
     def _show_tile(self) -> None:
-        """Put the tile of the env's sub-terrain and level into the world, with the trunk-height bound it implies:
-        the flat task's, from the tile's lowest to 3 m above its highest ground (the ground around is at 0)."""
-        self._tile = tile(self.cfg.terrain, self._kind, self._level)
+        """Put the tile of the env's column and level into the world, with the trunk-height bound it implies: the flat
+        task's, from the tile's lowest to 3 m above its highest ground (the ground around is at 0)."""
+        self._tile = tile(self.cfg.terrain, self._column, self._level)
         self._world.heightfield.show(self._tile.heights)
         low, high = A1_LIMITS.base_height
         heights = self._tile.heights
@@ -146,7 +156,7 @@ class A1RoughEnv(A1FlatEnv):
         a physics error or an implausible state, then resets)."""
         super().rebuild_simulation()
         self._episode_lost = True
-        if self._kind is not None:
+        if self._column is not None:
             self._show_tile()
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -170,28 +180,25 @@ class A1RoughEnv(A1FlatEnv):
         return np.concatenate((flat, scan.astype(np.float32)))
 
     def get_sim_state(self) -> dict[str, np.ndarray]:
-        """The flat task's state record and ``terrain``: (sub-terrain index, level) of the tile."""
+        """The flat task's state record and ``terrain``: (column, level) of the tile."""
         state = super().get_sim_state()
-        state["terrain"] = np.array([-1 if self._kind is None else self._kind, self._level], dtype=np.float64)
+        state["terrain"] = np.array([-1 if self._column is None else self._column, self._level], dtype=np.float64)
         return state
 
     def set_sim_state(self, state: dict[str, np.ndarray]) -> np.ndarray:
-        """Show the record's tile, then restore the flat task's state (:meth:`A1FlatEnv.set_sim_state`).
+        """Show the record's tile, then restore the flat task's state (:meth:`A1FlatEnv.set_sim_state`); a record
+        that is refused changes nothing.
 
         Raises:
-            ValueError: If ``terrain`` is missing or not (sub-terrain index, level) of this task, or as the flat
-                task's.
+            ValueError: If ``terrain`` is not (column, level) of this task, or as the flat task's.
         """
         t = self.cfg.terrain
-        value = np.asarray(state.get("terrain", np.full(2, np.nan)), dtype=np.float64)
-        kind, level = value if value.shape == (2,) else (np.nan, np.nan)
-        num_kinds = len(t.proportions())
-        if not (float(kind).is_integer() and 0 <= kind < num_kinds and float(level).is_integer()
-                and 0 <= level < t.num_levels):  # fmt: skip
+        column, level = validate_record(state, self.state_shapes)["terrain"]
+        if not (column.is_integer() and 0 <= column < t.num_cols and level.is_integer() and 0 <= level < t.num_levels):
             raise ValueError(
-                f"state['terrain'] must be (sub-terrain index in [0, {num_kinds}), level in [0, {t.num_levels})), "
-                f"got {state.get('terrain')!r}"
+                f"state['terrain'] must be (column in [0, {t.num_cols}), level in [0, {t.num_levels})), "
+                f"got {state['terrain']!r}"
             )
-        self._kind, self._level = int(kind), int(level)
+        self._column, self._level = int(column), int(level)
         self._show_tile()
         return super().set_sim_state(state)

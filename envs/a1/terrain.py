@@ -30,42 +30,33 @@ _SCAN_X, _SCAN_Y = SCAN_POINTS[:, 0].copy(), SCAN_POINTS[:, 1].copy()
 #: Isaac Lab's ``height_scan`` observation: trunk height - surface height - 0.5 m, clipped to +-1 m.
 SCAN_OFFSET = 0.5
 SCAN_CLIP = 1.0
-#: Every tile's heights lie within +-HEIGHT_BOUND m: PyBullet keeps the height range a height field was made with
-#: (its placement and bounding box) when its data are replaced, so the task's height field is made with this range
-#: once and every tile is written into it (measured: a replaced tile deeper than the first one's range sinks by half
-#: the difference, and the bounding box no longer covers it).
-HEIGHT_BOUND = 3.0
 
 
 def samples_per_side(cfg: TerrainConfig) -> int:
     """Samples along a tile's side: ``tile_size / horizontal_scale + 1`` (81 for Isaac Lab's 8 m at 0.1 m)."""
-    n = round(cfg.tile_size / cfg.horizontal_scale)
-    if n < 2 or abs(n * cfg.horizontal_scale - cfg.tile_size) > 1e-6 * cfg.tile_size:
-        raise ValueError(
-            f"env_kwargs.terrain.tile_size {cfg.tile_size} must be a multiple (>= 2) of horizontal_scale "
-            f"{cfg.horizontal_scale}"
-        )
-    return n + 1
+    return round(cfg.tile_size / cfg.horizontal_scale) + 1
 
 
-def tile_kind(cfg: TerrainConfig, u: float) -> int:
-    """The sub-terrain (index into :data:`SUB_TERRAINS`) a uniform draw ``u`` in [0, 1) picks by the proportions."""
+def column_kind(cfg: TerrainConfig, column: int) -> int:
+    """The sub-terrain (index into :data:`SUB_TERRAINS`) of ``column``: Isaac Lab's ``TerrainGenerator`` gives the
+    columns to the sub-terrains in order by their proportions (of 20: columns 0-3 stairs, 4-7 inverted stairs, 8-11
+    boxes, 12-15 random rough, 16-17 slopes, 18-19 inverted slopes)."""
     shares = np.array(list(cfg.proportions().values()))
     edges = np.cumsum(shares) / shares.sum()
-    return int(min(np.searchsorted(edges, u, side="right"), len(edges) - 1))
+    return int(np.min(np.nonzero(column / cfg.num_cols + 0.001 < edges)[0], initial=len(edges) - 1))
 
 
-@functools.lru_cache(maxsize=128)
-def tile(cfg: TerrainConfig, kind: int, level: int) -> Tile:
-    """The tile of sub-terrain ``kind`` at ``level`` (the same object for every env of ``cfg`` in a process).
+@functools.lru_cache(maxsize=256)
+def tile(cfg: TerrainConfig, column: int, level: int) -> Tile:
+    """The tile of ``column`` at ``level`` (the same object for every env of ``cfg`` in a process; the 200 tiles of
+    Isaac Lab's grid take 75 MB with their triangle planes).
 
-    Its difficulty is ``(level + u) / num_levels`` with ``u`` uniform in [0, 1) (Isaac Lab's curriculum layout), and
-    ``u`` and the tile's random heights are drawn from a generator seeded by ``(cfg.seed, kind, level)``.
-
-    Raises:
-        ValueError: If a height leaves +-:data:`HEIGHT_BOUND` (naming the sub-terrain and its settings).
+    Its sub-terrain is :func:`column_kind`'s, its difficulty ``(level + u) / num_levels`` with ``u`` uniform in
+    [0, 1) (Isaac Lab's curriculum layout), and ``u`` and the tile's random heights are drawn from a generator seeded
+    by ``(cfg.seed, column, level)``.
     """
-    rng = np.random.default_rng((cfg.seed, kind, level))
+    rng = np.random.default_rng((cfg.seed, column, level))
+    kind = column_kind(cfg, column)
     difficulty = (level + rng.uniform()) / cfg.num_levels
     n = samples_per_side(cfg)
     # Integer offsets of each sample from the centre sample, along x (rows) and y (columns).
@@ -76,17 +67,12 @@ def tile(cfg: TerrainConfig, kind: int, level: int) -> Tile:
     elif name == "boxes":
         heights = _boxes(cfg, n, difficulty, rng)
     elif name == "random_rough":
-        heights = _random_rough(cfg, di, rng)
+        heights = _random_rough(cfg, n, rng)
     else:
-        heights = _slope(cfg, di, difficulty)
+        heights = _slope(cfg, n, difficulty)
     if name.endswith("_inv"):
         heights = -heights
     heights = np.round(heights / cfg.vertical_scale) * cfg.vertical_scale
-    if np.abs(heights).max() > HEIGHT_BOUND:
-        raise ValueError(
-            f"env_kwargs.terrain: the {name} tile of level {level} reaches {np.abs(heights).max():.2f} m, beyond the "
-            f"+-{HEIGHT_BOUND:g} m a tile may span; lower its heights or slope"
-        )
     return Tile.of(heights, cfg.horizontal_scale)
 
 
@@ -102,34 +88,45 @@ def _stairs(cfg: TerrainConfig, di: np.ndarray, difficulty: float) -> np.ndarray
     d = np.maximum(di[:, None], di[None, :])
     inner = half - _pixels(s.border_width, cfg)
     width = max(_pixels(s.step_width, cfg), 1)
-    num_steps = max(int((cfg.tile_size - 2 * s.border_width - s.platform_width) / 2 / s.step_width + 1e-9), 0)
-    # Ring k (k = 1 outermost) holds the samples inner - k * width <= d < inner - (k - 1) * width; the platform, one
-    # step above the last ring, the rest.
+    # Isaac Lab's count (mesh_terrains.pyramid_stairs_terrain): (8 - 2 - 3) // 0.6 + 1 = 6 rings, and a platform of
+    # 6 - 2 x 6 x 0.3 = 2.4 m one step above the last ring (its origin, 7 steps up).
+    num_steps = int((cfg.tile_size - 2 * s.border_width - s.platform_width) // (2 * s.step_width) + 1)
+    # Ring k (k = 1 outermost) holds the samples inner - k * width <= d < inner - (k - 1) * width at k steps.
     rings = np.minimum((inner - 1 - d) // width + 1, num_steps + 1)
     return np.where(d < inner, rings, 0) * step
 
 
-def _slope(cfg: TerrainConfig, di: np.ndarray, difficulty: float) -> np.ndarray:
+def _hf_border(width: float, cfg: TerrainConfig) -> int:
+    """Samples of a height-field sub-terrain's flat border on each side: Isaac Lab's ``height_field_to_mesh`` takes
+    ``int(border_width / horizontal_scale) + 1`` (3 for 0.25 m at 0.1 m)."""
+    return int(width / cfg.horizontal_scale + 1e-9) + 1
+
+
+def _slope(cfg: TerrainConfig, n: int, difficulty: float) -> np.ndarray:
     s = cfg.slope
     slope = s.slope[0] + difficulty * (s.slope[1] - s.slope[0])
-    half = (len(di) - 1) // 2
-    inner = half - _pixels(s.border_width, cfg)
-    if inner <= 0:
-        return np.zeros((len(di), len(di)))
-    # Isaac Lab's pyramid: the product of two tents, 0 at the border and slope * half-width at the centre.
-    tent = np.clip(1.0 - di / inner, 0.0, 1.0)
-    surface = slope * inner * cfg.horizontal_scale * tent[:, None] * tent[None, :]
-    corner = np.clip(1.0 - _pixels(s.platform_width / 2, cfg) / inner, 0.0, 1.0)
-    return np.minimum(surface, slope * inner * cfg.horizontal_scale * corner * corner)
+    b = _hf_border(s.border_width, cfg)
+    m = n - 2 * b  # the sub-terrain inside the border: 75 samples, 7.5 m
+    heights = np.zeros((n, n))
+    if m < 3:
+        return heights
+    # Isaac Lab's pyramid_sloped_terrain over the inner samples: slope x half its size at the centre, times two tents
+    # that fall to 0 at its edges, cut flat at their value at the platform's corner.
+    c = m // 2
+    tent = (c - np.abs(c - np.arange(m))) / c
+    top = slope * m * cfg.horizontal_scale / 2
+    corner = tent[c - int(s.platform_width / cfg.horizontal_scale / 2 + 1e-9)]
+    heights[b : n - b, b : n - b] = np.minimum(top * tent[:, None] * tent[None, :], top * corner * corner)
+    return heights
 
 
-def _random_rough(cfg: TerrainConfig, di: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _random_rough(cfg: TerrainConfig, n: int, rng: np.random.Generator) -> np.ndarray:
     r = cfg.rough
     levels = np.arange(r.noise[0], r.noise[1] + 0.5 * r.noise_step, r.noise_step)
-    heights = rng.choice(levels, size=(len(di), len(di)))
-    inner = (len(di) - 1) // 2 - _pixels(r.border_width, cfg)
-    d = np.maximum(di[:, None], di[None, :])
-    return np.where(d < inner, heights, 0.0)
+    b = _hf_border(r.border_width, cfg)
+    heights = np.zeros((n, n))
+    heights[b : n - b, b : n - b] = rng.choice(levels, size=(n - 2 * b, n - 2 * b))
+    return heights
 
 
 def _boxes(cfg: TerrainConfig, n: int, difficulty: float, rng: np.random.Generator) -> np.ndarray:
@@ -223,25 +220,23 @@ class Tile:
         return np.minimum(np.maximum(scan, -SCAN_CLIP, out=scan), SCAN_CLIP, out=scan)
 
 
-def next_level(level: int, distance: float, commanded: float, cfg: TerrainConfig, u: float) -> int:
+def next_level(level: int, distance: float, commanded: float, episode_s: float, cfg: TerrainConfig, u: float) -> int:
     """Isaac Lab's ``terrain_levels_vel`` for one env whose episode ended: up a level when the robot ended farther
-    than half a tile from its spawn point, down when nearer than half what its command (speed ``commanded`` m/s)
-    would carry it in a 20 s episode; past the top level, a random level (``u`` uniform in [0, 1) picks it).
+    than half a tile from the tile's centre (its env origin), down when nearer than half what its command (speed
+    ``commanded`` m/s) would carry it over the episode's time limit; past the top level, a random level (``u``
+    uniform in [0, 1) picks it).
 
     Args:
         level: The episode's level.
-        distance: Planar distance in m from the spawn point at the episode's end.
+        distance: Planar distance in m from the tile's centre at the episode's end.
         commanded: Planar speed of the command at the episode's end in m/s.
+        episode_s: The episode's time limit in s (Isaac Lab's ``max_episode_length_s``: 20).
         cfg: The terrain settings.
         u: A uniform draw in [0, 1).
     """
     up = distance > cfg.tile_size / 2
-    down = not up and distance < commanded * EPISODE_S * 0.5
+    down = not up and distance < commanded * episode_s * 0.5
     level += int(up) - int(down)
     if level >= cfg.num_levels:
         return min(int(u * cfg.num_levels), cfg.num_levels - 1)
     return max(level, 0)
-
-
-#: Isaac Lab's ``max_episode_length_s`` of the velocity tasks, which ``terrain_levels_vel`` scales the command by.
-EPISODE_S = 20.0

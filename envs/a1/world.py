@@ -18,7 +18,7 @@ import pybullet
 
 from robosafe_tasks import physics, render
 from robosafe_tasks.a1 import robot, terrain
-from robosafe_tasks.a1.config import A1Config, TerrainConfig
+from robosafe_tasks.a1.config import HEIGHT_BOUND, A1Config, TerrainConfig
 from robosafe_tasks.state import StateQuery
 
 # A joint state's position and velocity (getJointStates returns one tuple per joint).
@@ -159,7 +159,7 @@ class HeightfieldGround:
     boxes whose tops continue it flat at height 0 for 100 m around (links of the same body, so that the ground is
     one body for the contact queries).
 
-    The height field is made once per client with the range +-:data:`~robosafe_tasks.a1.terrain.HEIGHT_BOUND`
+    The height field is made once per client with the range +-:data:`~robosafe_tasks.a1.config.HEIGHT_BOUND`
     and each tile is written into it in place (``replaceHeightfieldIndex``, 2 ms for 81 x 81 samples): PyBullet
     centres a height field on the middle of the range it was made with and keeps that range when its data are
     replaced.
@@ -178,7 +178,7 @@ class HeightfieldGround:
 
     def load(self, client: int) -> int:
         """Make the ground in ``client`` (flat) and return its body id."""
-        n, h, bound = self.samples, self.cfg.horizontal_scale, terrain.HEIGHT_BOUND
+        n, h, bound = self.samples, self.cfg.horizontal_scale, HEIGHT_BOUND
         ranged = np.zeros((n, n))
         ranged[0, 0], ranged[-1, -1] = -bound, bound  # fixes the range (and the placement) for every tile
         self.client, self.shown = client, None
