@@ -60,17 +60,9 @@ _SCAN_MIRROR = _scan_mirror()
 
 
 class A1RoughEnv(A1FlatEnv):
-    """The A1 tracking commanded base velocities over Isaac Lab's rough terrain (module docstring).
-
-    Args:
-        render_mode: ``None`` or ``"rgb_array"``.
-        render_width: Width of rendered images in pixels.
-        render_height: Height of rendered images in pixels.
-        **cfg: The sections of :class:`~robosafe_tasks.a1.config.A1RoughConfig` as mappings (``task.env_kwargs``).
-
-    Raises:
-        ValueError: On an unknown render mode or a bad setting (naming its key).
-    """
+    """The A1 tracking commanded base velocities over Isaac Lab's rough terrain (module docstring). Arguments as
+    :class:`~robosafe_tasks.a1.env.A1FlatEnv`'s, ``**cfg`` the sections of
+    :class:`~robosafe_tasks.a1.config.A1RoughConfig`."""
 
     config_class: ClassVar[type[A1RoughConfig]] = A1RoughConfig
     num_obs: ClassVar[int] = 48 + NUM_SCAN
