@@ -143,13 +143,11 @@ class A1RoughEnv(A1FlatEnv):
             self.limits = dataclasses.replace(A1_LIMITS, base_height=base_height)
 
     def rebuild_simulation(self) -> None:
-        """The flat task's rebuild; the new world shows the env's tile again (made flat, as every new client). The
-        next reset keeps the level: the state the episode ended in went with the old world (SafeStep rebuilds after
-        a physics error or an implausible state, then resets)."""
+        """The flat task's rebuild. The new world is flat until the next reset or :meth:`set_sim_state` shows the
+        tile again, and that reset keeps the level: the state the episode ended in went with the old world
+        (SafeStep rebuilds after a physics error or an implausible state, then resets)."""
         super().rebuild_simulation()
         self._episode_lost = True
-        if self._column is not None:
-            self._show_tile()
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """The flat task's step over the terrain; ``info["metrics"]["terrain_level"]`` is the episode's level.
