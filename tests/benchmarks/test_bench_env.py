@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 import robosafe_tasks
@@ -11,10 +13,23 @@ from robosafe_tasks.a1.config import TERM_NAMES
 
 
 def test_task_step_bench_measures_both_cases_on_the_same_robot() -> None:
-    r = bench_task_step("RoboSafe/Hopper-v0", steps=30, repeats=1)
-    assert set(r["rates"]) == {"raw", "env_step", "env_step_resets"}
+    r = bench_task_step("RoboSafe/Hopper-v0", steps=200, repeats=1)
+    assert set(r["rates"]) == {"raw", "env_step", "raw_resets", "env_step_resets"}
     assert all(rate > 0 for rate in r["rates"].values())
     assert r["ratio"] == pytest.approx(r["rates"]["env_step"] / r["rates"]["raw"])
+    assert r["ratio_resets"] == pytest.approx(r["rates"]["env_step_resets"] / r["rates"]["raw_resets"])
+    # The raw baseline resets where step() ended its episodes: the Hopper under random actions falls within tens of
+    # steps, and the same actions from the same seeded reset end the same episodes here.
+    env = gym.make("RoboSafe/Hopper-v0", disable_env_checker=True).unwrapped
+    actions = np.random.default_rng(0).uniform(-1.0, 1.0, size=(200, 3)).astype(np.float32)
+    env.reset(seed=1)
+    ends = []
+    for i, a in enumerate(actions):
+        if env.step(a)[2]:
+            ends.append(i)
+            env.reset()
+    env.close()
+    assert len(ends) >= 3 and r["episode_ends"] == ends
 
 
 def test_a1_terms_bench_times_every_term_and_the_terms_together() -> None:

@@ -93,18 +93,22 @@ def _task_steps(quick: bool) -> str:
             f"{r['rates']['raw']:,.0f}",
             f"{r['rates']['env_step']:,.0f}",
             f"{r['ratio']:.2f}",
+            f"{len(r['episode_ends'])}",
+            f"{r['rates']['raw_resets']:,.0f}",
             f"{r['rates']['env_step_resets']:,.0f}",
             f"{r['ratio_resets']:.2f}",
         ]
         for r in results
     ]
-    header = ["task", "raw stepping", "step()", "vs raw", "step(), resets at episode ends", "vs raw"]
+    header = ["task", "raw stepping", "step()", "vs raw", "episode ends", "raw, with those resets", "step(), with them",
+              "vs raw"]  # fmt: skip
     note = (
         f"Env-steps/s (medians), {results[0]['steps']} steps per measurement, {results[0]['repeats']} interleaved "
         "rounds, one process. Raw stepping: the task's `raw_step` (torques and `stepSimulation`, the task's settings; "
         "for the A1 its PD loop: at each of the 4 substeps the joint states, the PD torques and one `stepSimulation`). "
         "Raw and `step()` run the same actions from the same reset without resetting, so they step the same "
-        "trajectory; the last columns reset at each episode end, as a training does."
+        "trajectory; the last columns reset at each episode end, as a training does: `step()` where its episodes end "
+        "(their number in the measurement: episode ends), raw stepping at the same steps (resets timed in both)."
     )
     return _table(header, rows) + "\n\n" + note
 
