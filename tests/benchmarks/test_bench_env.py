@@ -13,7 +13,7 @@ from robosafe_tasks.a1.config import TERM_NAMES
 
 
 def test_task_step_bench_measures_both_cases_on_the_same_robot() -> None:
-    r = bench_task_step("RoboSafe/Hopper-v0", steps=200, repeats=1)
+    r = bench_task_step("RoboSafe/Hopper-v0", steps=200, repeats=2)
     assert set(r["rates"]) == {"raw", "env_step", "raw_resets", "env_step_resets"}
     assert all(rate > 0 for rate in r["rates"].values())
     assert r["ratio"] == pytest.approx(r["rates"]["env_step"] / r["rates"]["raw"])
@@ -30,6 +30,13 @@ def test_task_step_bench_measures_both_cases_on_the_same_robot() -> None:
             env.reset()
     env.close()
     assert len(ends) >= 3 and r["episode_ends"] == ends
+
+
+def test_task_step_bench_ends_episodes_at_the_time_limit_too() -> None:
+    # The Ant does not fall under random actions (no termination in thousands of steps): a training's TimeLimit ends
+    # its episode after 1,000 steps, the 1,000th action being index 999.
+    r = bench_task_step("RoboSafe/Ant-v0", steps=1100, repeats=1)
+    assert gym.spec("RoboSafe/Ant-v0").max_episode_steps == 1000 and r["episode_ends"] == [999]
 
 
 def test_a1_terms_bench_times_every_term_and_the_terms_together() -> None:

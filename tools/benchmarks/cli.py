@@ -100,15 +100,16 @@ def _task_steps(quick: bool) -> str:
         ]
         for r in results
     ]
-    header = ["task", "raw stepping", "step()", "vs raw", "episode ends", "raw, with those resets", "step(), with them",
-              "vs raw"]  # fmt: skip
+    header = ["task", "raw stepping", "step()", "vs raw", "episode ends", "raw, with those resets"]
+    header += ["step(), with them", "vs raw"]
     note = (
         f"Env-steps/s (medians), {results[0]['steps']} steps per measurement, {results[0]['repeats']} interleaved "
         "rounds, one process. Raw stepping: the task's `raw_step` (torques and `stepSimulation`, the task's settings; "
         "for the A1 its PD loop: at each of the 4 substeps the joint states, the PD torques and one `stepSimulation`). "
         "Raw and `step()` run the same actions from the same reset without resetting, so they step the same "
         "trajectory; the last columns reset at each episode end, as a training does: `step()` where its episodes end "
-        "(their number in the measurement: episode ends), raw stepping at the same steps (resets timed in both)."
+        "(a termination or the task's time limit; their number in the measurement: episode ends), raw stepping at the "
+        "same steps (resets timed in both)."
     )
     return _table(header, rows) + "\n\n" + note
 

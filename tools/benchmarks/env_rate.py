@@ -97,9 +97,10 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
     observation, contacts, reward terms, commands and events are what ``step()`` adds. Both run the same actions from
     the same seeded reset and never reset in between (a fallen robot goes on being stepped), so they step the very
     same trajectory and the ratio is the cost of the observation, the reward and the checks alone. The second pair is
-    what a training sees: ``step()`` with a reset at each episode end, against raw stepping reset at the very same
-    steps (found by an untimed pass of ``step()`` first; resets timed in both). A fallen robot costs the engine more
-    than a standing one (its contacts), so only a raw baseline that resets where ``step()`` does compares with it.
+    what a training sees: ``step()`` with a reset at each episode end (a termination, or the registered time limit
+    that a training's ``TimeLimit`` wrapper would end it at), against raw stepping reset at the very same steps (found
+    by an untimed round of ``step()`` first; resets timed in both). A fallen robot costs the engine more than a
+    standing one (its contacts), so only a raw baseline that resets where ``step()`` does compares with it.
 
     Args:
         env_id: Registered gymnasium id whose unwrapped env has ``raw_step(action)``.
@@ -110,9 +111,14 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
         ``rates`` (env-steps/s: ``raw``, ``env_step``, ``raw_resets``, ``env_step_resets``), ``ratio`` (env_step /
         raw), ``ratio_resets`` (env_step_resets / raw_resets) and ``episode_ends`` (the indices of the actions after
         which both reset cases reset).
+
+    Raises:
+        RuntimeError: If a timed round of ``step()`` ended its episodes at other steps than the untimed one (the raw
+            baseline would then reset elsewhere).
     """
     env = gym.make(env_id, disable_env_checker=True).unwrapped
     actions = np.random.default_rng(0).uniform(-1.0, 1.0, size=(steps, env.action_space.shape[0])).astype(np.float32)
+    limit = gym.spec(env_id).max_episode_steps or steps + 1
 
     def raw() -> int:
         env.reset(seed=1)
@@ -126,14 +132,21 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
             env.step(a)
         return steps
 
+    rounds: list[list[int]] = []  # where each round of env_step_resets reset
+
     def env_step_resets() -> int:
         env.reset(seed=1)
-        for a in actions:
-            if env.step(a)[2]:
+        at, length = [], 0
+        for i, a in enumerate(actions):
+            length += 1
+            if env.step(a)[2] or length == limit:
                 env.reset()
+                at.append(i)
+                length = 0
+        rounds.append(at)
         return steps
 
-    ends: set[int] = set()  # the steps after which env_step_resets resets, the same in every round
+    ends: set[int] = set()
 
     def raw_resets() -> int:
         env.reset(seed=1)
@@ -145,14 +158,14 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
 
     cases = {"raw": raw, "env_step": env_step, "raw_resets": raw_resets, "env_step_resets": env_step_resets}
     try:
-        env.reset(seed=1)  # the resets after a seeded one follow from it: each round ends its episodes where this does
-        for i, a in enumerate(actions):
-            if env.step(a)[2]:
-                ends.add(i)
-                env.reset()
+        env_step_resets()  # untimed: the resets after a seeded one follow from it, so every round resets here
+        ends.update(rounds[0])
         rates = interleaved_rates(cases, repeats)
     finally:
         env.close()
+    for k, at in enumerate(rounds[1:], 1):
+        if at != rounds[0]:
+            raise RuntimeError(f"{env_id}: step() round {k} ended its episodes after steps {at}, not {rounds[0]}")
     return {
         "env_id": env_id,
         "steps": steps,
@@ -160,7 +173,7 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
         "rates": rates,
         "ratio": rates["env_step"] / rates["raw"],
         "ratio_resets": rates["env_step_resets"] / rates["raw_resets"],
-        "episode_ends": sorted(ends),
+        "episode_ends": rounds[0],
     }
 
 
