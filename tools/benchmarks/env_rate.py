@@ -99,8 +99,11 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
     same trajectory and the ratio is the cost of the observation, the reward and the checks alone. The second pair is
     what a training sees: ``step()`` with a reset at each episode end (a termination, or the registered time limit
     that a training's ``TimeLimit`` wrapper would end it at), against raw stepping reset at the very same steps (found
-    by an untimed round of ``step()`` first; resets timed in both). A fallen robot costs the engine more than a
-    standing one (its contacts), so only a raw baseline that resets where ``step()`` does compares with it.
+    by an untimed round of ``step()`` first; resets timed in both) into the very same states: every reset is seeded,
+    the k-th with seed 1 + k. (The A1's ``step()`` draws from the env's generator, for commands, noise and pushes,
+    where raw stepping does not: unseeded resets would start the two cases' episodes from different states, and the
+    rough A1's on other tiles.) A fallen robot costs the engine more than a standing one (its contacts), so only a raw
+    baseline that resets where ``step()`` does compares with it.
 
     Args:
         env_id: Registered gymnasium id whose unwrapped env has ``raw_step(action)``.
@@ -140,26 +143,26 @@ def bench_task_step(env_id: str, steps: int = 2000, repeats: int = 5) -> dict[st
         for i, a in enumerate(actions):
             length += 1
             if env.step(a)[2] or length == limit:
-                env.reset()
                 at.append(i)
+                env.reset(seed=1 + len(at))
                 length = 0
         rounds.append(at)
         return steps
 
-    ends: set[int] = set()
+    ends: dict[int, int] = {}  # the index of each action after which env_step_resets resets -> the reset's number
 
     def raw_resets() -> int:
         env.reset(seed=1)
         for i, a in enumerate(actions):
             env.raw_step(a)
             if i in ends:
-                env.reset()
+                env.reset(seed=1 + ends[i])
         return steps
 
     cases = {"raw": raw, "env_step": env_step, "raw_resets": raw_resets, "env_step_resets": env_step_resets}
     try:
-        env_step_resets()  # untimed: the resets after a seeded one follow from it, so every round resets here
-        ends.update(rounds[0])
+        env_step_resets()  # untimed: every reset being seeded, every round resets where this one does
+        ends.update((i, k) for k, i in enumerate(rounds[0], 1))
         rates = interleaved_rates(cases, repeats)
     finally:
         env.close()
