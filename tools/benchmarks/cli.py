@@ -109,7 +109,7 @@ def _task_steps(quick: bool) -> str:
         "Raw and `step()` run the same actions from the same reset without resetting, so they step the same "
         "trajectory; the last columns reset at each episode end, as a training does: `step()` where its episodes end "
         "(a termination or the task's time limit; their number in the measurement: episode ends), raw stepping at the "
-        "same steps (resets timed in both)."
+        "same steps into the same states (every reset seeded; resets timed in both)."
     )
     return _table(header, rows) + "\n\n" + note
 
