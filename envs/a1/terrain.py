@@ -192,8 +192,9 @@ class Tile:
         """:meth:`surface` at the points ``uv`` (shape (2, k), overwritten) in the planes' grid coordinates: in
         samples from sample (0, 0), plus one square. Far points are clamped into the grid's outer ring."""
         m = len(self.heights) + 1
-        # Every step works on both coordinates at once: the step is numpy's cost per call, not its arithmetic, and
-        # in the env's step (the caches cold after stepSimulation) each call costs twice its tight-loop time.
+        # Every step works on both coordinates at once: the cost is numpy's per call, not its arithmetic, and inside
+        # the env's step (the caches cold after stepSimulation) a call costs more than in a tight loop (the scan: 87
+        # against 39 us, measured once beside two trainings).
         # (minimum/maximum rather than np.clip, whose wrapper costs three times as much at this size.)
         uv = np.minimum(np.maximum(uv, 0.5, out=uv), m - 0.5, out=uv)
         pq = uv.astype(np.intp)
